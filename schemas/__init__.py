@@ -1,0 +1,1 @@
+"""Every shape that crosses a boundary: events, stored documents, the turn record."""

@@ -1,0 +1,72 @@
+"""The turn record: the ledger's one document per processed turn (SPEC section 6, contract)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
+
+Decision = Literal[
+    "published",
+    "clarification",
+    "clarification_limit",
+    "no_request",
+    "no_rows",
+    "derived_output_without_table",
+    "unsupported_format",
+    "too_large",
+    "conversation_deleted",
+]
+ExportFormat = Literal["csv", "json", "xml", "xlsx"]
+RequestFormat = Literal["csv", "json", "xml", "xlsx", "pdf", "docx", "md"]
+RowSource = Literal["assistant_table", "action_rows", "prior_turn"]
+
+EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "json", "xml", "xlsx")
+UNSUPPORTED_FORMATS: tuple[RequestFormat, ...] = ("pdf", "docx", "md")
+
+
+class StateAfter(BaseModel):
+    """The carry-forward state after a turn."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: Literal["idle", "awaiting"]
+    format: RequestFormat | None = None
+
+
+class ExportEntry(BaseModel):
+    """What was written for a published turn."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    export_id: StrictStr
+    blob: StrictStr
+    file_name: StrictStr
+    format: ExportFormat
+    row_count: StrictInt
+    columns: list[StrictStr]
+    row_source: RowSource
+    source_artifacts: list[StrictStr]
+    bytes: StrictInt
+    sha256: StrictStr
+    truncated: StrictBool
+
+
+class TurnRecord(BaseModel):
+    """One document per processed turn, id = turn_id, partition key conversation_id."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: StrictStr
+    conversation_id: StrictStr
+    turn_id: StrictStr
+    user_id: StrictStr
+    event_id: StrictStr
+    seq: StrictInt | None
+    decision: Decision
+    format: RequestFormat | None
+    carried: StrictBool
+    state_after: StateAfter
+    export: ExportEntry | None
+    processed_at: StrictStr
+    event_sent: StrictBool
