@@ -284,3 +284,29 @@ class Publisher(Protocol):
     async def close(self) -> None:
         """Release connections."""
         ...
+
+
+class LockLost(PortError):
+    """The message or session lock expired or was taken: another holder owns the work now."""
+
+
+@dataclass
+class Backend:
+    """One adapter per port, opened together and closed together."""
+
+    queue: Queue
+    store: ConversationStore
+    ledger: Ledger
+    blobs: Blobs
+    publisher: Publisher
+
+    async def close(self) -> None:
+        """Close every adapter, even when one fails to close."""
+        errors: list[BaseException] = []
+        for port in (self.queue, self.store, self.ledger, self.blobs, self.publisher):
+            try:
+                await port.close()
+            except Exception as exc:  # close all, report the first
+                errors.append(exc)
+        if errors:
+            raise errors[0]
