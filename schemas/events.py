@@ -54,3 +54,41 @@ class ExportPublished(BaseModel):
     columns: list[StrictStr]
     row_source: RowSource
     truncated: StrictBool
+
+
+class InvalidEvent(ValueError):
+    """The body is not a valid `turn.completed` v1 event; the message names the field."""
+
+
+MAX_EVENT_BYTES = 256 * 1024
+
+
+def parse_turn_completed(body: bytes | str) -> TurnCompleted:
+    """Validate a queue body as `turn.completed` v1, or raise InvalidEvent naming the field."""
+    import json
+
+    from pydantic import ValidationError
+
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    if len(raw) > MAX_EVENT_BYTES:
+        raise InvalidEvent(f"body is {len(raw)} bytes, over the {MAX_EVENT_BYTES} byte limit")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidEvent(f"body is not UTF-8 (byte {exc.start})") from None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        raise InvalidEvent(f"body is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidEvent(f"body is a JSON {type(value).__name__}, not an object")
+    try:
+        return TurnCompleted.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "body"
+        raise InvalidEvent(f"field {field!r}: {first['msg']}") from None
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")

@@ -1,0 +1,103 @@
+"""The shapes that cross boundaries: validation errors name the field; schema files match."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from schemas.documents import AssistantMessage, Conversation, ToolMessage
+from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
+from schemas.generate import HERE, SCHEMA_FILES, render
+
+GOOD = {
+    "type": "turn.completed",
+    "version": 1,
+    "event_id": "evt_1",
+    "occurred_at": "2026-11-20T09:01:39Z",
+    "conversation_id": "conv_a",
+    "user_id": "user_a",
+    "turn_id": "turn_1",
+    "user_message_id": "m1",
+    "reply_message_id": "m2",
+    "history_limit": 10,
+}
+
+
+def test_schema_files_match_the_models() -> None:
+    for name, model in SCHEMA_FILES.items():
+        shipped = (HERE / name).read_text(encoding="utf-8")
+        assert shipped == render(model), f"{name} drifted: run python -m schemas.generate"
+
+
+def test_valid_event_parses_and_ignores_unknown_fields() -> None:
+    event = parse_turn_completed(json.dumps({**GOOD, "extra": {"x": 1}}))
+    assert event.turn_id == "turn_1"
+
+
+def test_history_limit_defaults_to_10_and_is_capped_at_40() -> None:
+    without = {k: v for k, v in GOOD.items() if k != "history_limit"}
+    assert parse_turn_completed(json.dumps(without)).effective_history_limit(10, 40) == 10
+    big = parse_turn_completed(json.dumps({**GOOD, "history_limit": 400}))
+    assert big.effective_history_limit(10, 40) == 40
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"type": "turn.started"}, "type"),
+        ({"version": 2}, "version"),
+        ({"version": "1"}, "version"),
+        ({"turn_id": 7}, "turn_id"),
+        ({"conversation_id": None}, "conversation_id"),
+        ({"history_limit": "10"}, "history_limit"),
+        ({"history_limit": True}, "history_limit"),
+        ({"user_id": ""}, "user_id"),
+    ],
+)
+def test_invalid_event_error_names_the_field(change: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidEvent, match=field):
+        parse_turn_completed(json.dumps({**GOOD, **change}))
+
+
+@pytest.mark.parametrize("missing", ["event_id", "reply_message_id", "user_message_id", "type"])
+def test_missing_required_field_is_invalid(missing: str) -> None:
+    body = {k: v for k, v in GOOD.items() if k != missing}
+    with pytest.raises(InvalidEvent, match=missing):
+        parse_turn_completed(json.dumps(body))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b"[1,2]", b"\xff\xfe", b'{"history_limit": NaN}', b"x" * 300_000],
+)
+def test_body_that_is_not_a_json_object_is_invalid(body: bytes) -> None:
+    with pytest.raises(InvalidEvent):
+        parse_turn_completed(body)
+
+
+def test_stored_documents_parse_with_store_metadata() -> None:
+    conv = Conversation.model_validate({"id": "c", "user_id": "u", "_etag": "x", "_ts": 1})
+    assert conv.participants == [] and conv.deleted is False
+    msg = AssistantMessage.model_validate(
+        {
+            "id": "m", "conversation_id": "c", "turn_id": "t", "seq": 2, "role": "assistant",
+            "created_at": "2026-01-01T00:00:00Z", "content": "",
+            "tool_calls": [{"id": "a", "name": "x", "arguments": {}}, {"id": "b", "name": "y"}],
+        }
+    )
+    assert [c.id for c in msg.tool_calls] == ["a", "b"]
+    tool = ToolMessage.model_validate(
+        {
+            "id": "m3", "conversation_id": "c", "turn_id": "t", "seq": 3, "role": "tool",
+            "created_at": "2026-01-01T00:00:00Z",
+            "results": [{"call_id": "a", "name": "x", "success": True, "artifact": None}],
+        }
+    )
+    assert tool.results[0].citation is None
+
+
+def test_turn_completed_is_frozen() -> None:
+    event = TurnCompleted.model_validate(GOOD)
+    with pytest.raises(ValueError):
+        event.turn_id = "other"  # type: ignore[misc]
