@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, TypeAdapter
 
 
 class _Stored(BaseModel):
@@ -99,3 +99,13 @@ class Artifact(_Stored):
     name: StrictStr | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
     result: Any = None
+
+
+_MESSAGE_ADAPTER: TypeAdapter[UserMessage | AssistantMessage | ToolMessage | SystemMessage] = (
+    TypeAdapter(Message)
+)
+
+
+def parse_message(document: Any) -> UserMessage | AssistantMessage | ToolMessage | SystemMessage:
+    """A stored message document as its model; pydantic.ValidationError when malformed."""
+    return _MESSAGE_ADAPTER.validate_python(document)
