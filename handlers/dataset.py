@@ -1,0 +1,136 @@
+"""Pass 1 over fetched results: what selection needs, gathered as rows stream (SPEC 5.6-5.7).
+
+The shell feeds every fetched result (one page each) in call order and passes the rows on;
+nothing here keeps a row. Per action it keeps a count, the columns, a truncation flag,
+the digests of earlier pages' rows (for de-duplication) and which rows of the reply
+table were seen. After the last page, `select` applies dominance and `table_is_excerpt`
+the excerpt test. Pass 2 (the export) feeds the selected refs (`export_refs`) to a fresh
+collector, which drops the same repeats, and writes `finish_row` of each row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from handlers.rows import Row, clean_row, extract_rows, is_truncated
+from handlers.selection import (
+    ResultRef,
+    TableMatcher,
+    choose_actions,
+    is_excerpt,
+    source_column_name,
+)
+from handlers.tables import Table
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The action groups to export and what the file will hold."""
+
+    actions: tuple[str, ...]  # groups exported, in first-call order
+    combined: bool  # several groups: each row names its action in the source column
+    source_column: str | None
+    columns: tuple[str, ...]  # union of the selected rows' keys, first seen (+ source column)
+    row_count: int
+    source_artifacts: tuple[str, ...]  # artifacts that gave at least one exported row
+    truncated: bool  # a fed result of a selected group said it was truncated
+
+
+@dataclass
+class _Group:
+    """What pass 1 keeps about one action: no rows, only their traces."""
+
+    action: str
+    rows: int = 0
+    columns: dict[str, None] = field(default_factory=dict)  # an ordered set
+    earlier_pages: set[bytes] = field(default_factory=set)  # digests of rows already fed
+    artifacts: list[str] = field(default_factory=list)
+    truncated: bool = False
+    matched: set[int] = field(default_factory=set)  # indexes of reply-table rows seen
+
+
+class RowCollector:
+    """Accumulates what selection needs while rows stream past: counts, columns, matches."""
+
+    def __init__(self, table: Table | None = None) -> None:
+        self._matcher = TableMatcher(table) if table is not None else None
+        self._groups: dict[str, _Group] = {}
+
+    def feed(self, ref: ResultRef, result: Any) -> Iterator[Row]:
+        """The cleaned rows of one result (a page), minus repeats of the action's earlier pages."""
+        group = self._groups.setdefault(ref.action, _Group(ref.action))
+        group.truncated = group.truncated or is_truncated(result)
+        return self._page(group, ref.artifact, result)
+
+    def select(self) -> Selection:
+        """The groups to export, decided after every result was fed."""
+        actions, combined = choose_actions([(g.action, g.rows) for g in self._groups.values()])
+        chosen = [self._groups[action] for action in actions]
+        columns: dict[str, None] = {}
+        for group in chosen:
+            columns.update(group.columns)
+        source = source_column_name(list(columns)) if combined else None
+        return Selection(
+            actions=tuple(actions),
+            combined=combined,
+            source_column=source,
+            columns=(*columns, source) if source is not None else tuple(columns),
+            row_count=sum(group.rows for group in chosen),
+            source_artifacts=tuple(a for group in chosen for a in group.artifacts),
+            truncated=any(group.truncated for group in chosen),
+        )
+
+    def table_is_excerpt(self, selection: Selection) -> bool:
+        """Whether the reply's table is an excerpt of the selected action rows."""
+        if self._matcher is None or not selection.actions:
+            return False
+        chosen = [self._groups[action] for action in selection.actions]
+        columns = [column for group in chosen for column in group.columns]
+        matched: set[int] = set()
+        for group in chosen:
+            matched |= group.matched
+        return is_excerpt(self._matcher.table, columns, selection.row_count, matched)
+
+    def _page(self, group: _Group, artifact: str | None, result: Any) -> Iterator[Row]:
+        """The page's rows, recorded as they pass; its digests join the group's once it ends."""
+        page: set[bytes] = set()
+        try:
+            for raw in extract_rows(result):
+                row = clean_row(raw)
+                digest = _digest(row)
+                if digest in group.earlier_pages:
+                    continue
+                if not page and artifact is not None and artifact not in group.artifacts:
+                    group.artifacts.append(artifact)
+                page.add(digest)
+                group.rows += 1
+                group.columns.update(dict.fromkeys(row))
+                if self._matcher is not None and len(group.matched) < len(self._matcher.table.rows):
+                    group.matched |= self._matcher.matches(row, group.matched)
+                yield row
+        finally:
+            # Repeats inside this page were kept, so its digests only guard later pages.
+            group.earlier_pages |= page
+
+
+def export_refs(refs: Sequence[ResultRef], selection: Selection) -> list[ResultRef]:
+    """The refs pass 2 reads, in file order: group by group, each group's pages in call order."""
+    ordered = sorted(refs, key=lambda ref: ref.order)
+    return [ref for action in selection.actions for ref in ordered if ref.action == action]
+
+
+def finish_row(row: Row, action: str, selection: Selection) -> Row:
+    """The row as exported: with the source column when groups were combined."""
+    if selection.source_column is None:
+        return row
+    return {**row, selection.source_column: action}
+
+
+def _digest(row: Row) -> bytes:
+    """A short fingerprint of a row's canonical JSON: repeats are found without keeping rows."""
+    text = json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()

@@ -1,0 +1,185 @@
+"""Action rows: how a raw function result becomes rows, and which keys never leave (SPEC 5.6, 5.8).
+
+Tools answer in many shapes (a list, an OData `{"value": [...]}`, a paged envelope, a JSON
+string, one record). Every shape is first located (`locate_rows`: where the rows sit and
+which dicts were passed on the way), so extraction, truncation flags and the row estimate
+of a compacted citation all agree on the same walk.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Row = dict[str, Any]
+
+# Checked in this order: the first key present with a non-empty value holds the rows.
+ROW_KEYS: tuple[str, ...] = (
+    "rows",
+    "data",
+    "items",
+    "results",
+    "records",
+    "value",
+    "values",
+    "result",
+    "body",
+    "output",
+    "payload",
+)
+# Envelope bookkeeping, not data: dropped when a dict is itself the row.
+CONTROL_KEYS = frozenset({"count", "status", "message", "total", "nextlink", "page", "pagination"})
+TRUNCATION_KEYS = frozenset({"truncated", "istruncated", "rowstruncated"})
+SECRET_PARTS: tuple[str, ...] = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "connectionstring",
+    "credential",
+    "authorization",
+)
+# The result itself is level 1; a dict reached at this level is a row, not an envelope.
+MAX_LEVEL = 4
+
+
+def normalize_key(key: object) -> str:
+    """A key lower-cased, without anything but letters and digits ("Next-Link" -> "nextlink")."""
+    return "".join(ch for ch in str(key).lower() if ch.isalnum())
+
+
+@dataclass(frozen=True)
+class RowSource:
+    """Where the rows of a result sit: a list whose items are rows, or one row, or nothing."""
+
+    items: Sequence[Any] | None
+    row: Row | None
+    holders: tuple[Mapping[str, Any], ...]
+
+
+def locate_rows(result: Any) -> RowSource:
+    """Walk a raw (or compacted) result down its row keys to the value that holds its rows."""
+    holders: list[Mapping[str, Any]] = []
+    value = _parse_text(result)
+    level = 1
+    while isinstance(value, Mapping):
+        holders.append(value)
+        key = _row_key(value) if level < MAX_LEVEL else None
+        if key is None:
+            row = {k: v for k, v in value.items() if normalize_key(k) not in CONTROL_KEYS}
+            return RowSource(None, None if _is_bare_envelope(row) else row, tuple(holders))
+        value = _parse_text(value[key])
+        level += 1
+    if _is_empty(value):
+        return RowSource(None, None, tuple(holders))
+    if isinstance(value, list | tuple):
+        return RowSource(value, None, tuple(holders))
+    return RowSource(None, {"value": value}, tuple(holders))
+
+
+def extract_rows(result: Any) -> Iterator[Row]:
+    """The rows of one raw function result (SPEC section 5 step 6)."""
+    source = locate_rows(result)
+    if source.row is not None:
+        yield source.row
+    for item in source.items or ():
+        yield dict(item) if isinstance(item, Mapping) else {"value": item}
+
+
+def clean_row(row: Row) -> Row:
+    """The row without keys that name secrets, at any depth (SPEC section 5 step 8)."""
+    return {k: _clean(v) for k, v in row.items() if not is_secret_key(k)}
+
+
+def is_secret_key(key: object) -> bool:
+    """Whether a key names a secret (lower-cased, without punctuation, it holds a secret word)."""
+    norm = normalize_key(key)
+    return any(part in norm for part in SECRET_PARTS)
+
+
+def is_truncated(result: Any) -> bool:
+    """Whether a raw result says it was truncated (truncated / is_truncated / rows_truncated)."""
+    return any(
+        _truthy(value)
+        for holder in locate_rows(result).holders
+        for key, value in holder.items()
+        if normalize_key(key) in TRUNCATION_KEYS
+    )
+
+
+def cell_text(value: Any) -> str:
+    """A value as the text cells are compared by: stripped, true/false, '', repr or JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return str(value).strip()
+
+
+def _row_key(envelope: Mapping[str, Any]) -> str | None:
+    """The envelope's key that holds rows: the first ROW_KEYS name it has with a non-empty value."""
+    by_name: dict[str, str] = {}
+    for key, value in envelope.items():
+        if not _is_empty(value):
+            by_name.setdefault(normalize_key(key), key)
+    return next((by_name[name] for name in ROW_KEYS if name in by_name), None)
+
+
+def _is_bare_envelope(row: Row) -> bool:
+    """Whether a dict-itself row is only an envelope: no data but empty row keys.
+
+    `{"status": "ok"}` or `{"items": [], "count": 0}` answered with no rows; a record
+    such as `{"name": "x", "value": null}` is still one row.
+    """
+    return all(normalize_key(k) in ROW_KEYS and _is_empty(v) for k, v in row.items())
+
+
+def _parse_text(value: Any) -> Any:
+    """A string holding a JSON object or array, parsed; any other value unchanged.
+
+    Only containers are parsed: a tool that returns "42" or "true" meant that text, and a
+    string compaction cut short stays the one-row text it now is.
+    """
+    if not isinstance(value, str) or value.lstrip()[:1] not in ("{", "["):
+        return value
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    return parsed if isinstance(parsed, dict | list) else value
+
+
+def _is_empty(value: Any) -> bool:
+    """None, or an empty string or container: nothing to make rows from."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value.strip() == ""
+    if isinstance(value, Mapping | list | tuple):
+        return len(value) == 0
+    return False
+
+
+def _clean(value: Any) -> Any:
+    """A cell value with secret keys removed from every dict inside it."""
+    if isinstance(value, Mapping):
+        return {k: _clean(v) for k, v in value.items() if not is_secret_key(k)}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _truthy(value: Any) -> bool:
+    """A truncation flag's value read as a yes: true, a non-zero number, or "true"/"yes"/"1"."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1")
+    return isinstance(value, int | float) and bool(value)

@@ -1,0 +1,170 @@
+"""SPEC section 5 step 6 (row extraction) and step 8 (secret keys)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from handlers.rows import cell_text, clean_row, extract_rows, is_truncated
+
+
+def rows(result: Any) -> list[dict[str, Any]]:
+    return list(extract_rows(result))
+
+
+def test_json_string_result_is_parsed() -> None:
+    payload = {"items": [{"a": 1}, {"a": 2}], "count": 2}
+    assert rows(json.dumps(payload)) == [{"a": 1}, {"a": 2}]
+    assert rows(json.dumps([{"a": 1}])) == [{"a": 1}]
+
+
+def test_json_string_under_a_row_key_is_parsed() -> None:
+    assert rows({"body": json.dumps({"rows": [{"a": 1}]})}) == [{"a": 1}]
+
+
+def test_non_json_string_gives_value_row() -> None:
+    assert rows("all systems nominal") == [{"value": "all systems nominal"}]
+    assert rows("{not json") == [{"value": "{not json"}]
+
+
+def test_json_scalar_text_stays_text() -> None:
+    # Only objects and arrays are parsed: "42" is the text the tool returned.
+    assert rows("42") == [{"value": "42"}]
+
+
+def test_list_gives_one_row_per_item() -> None:
+    assert rows([{"a": 1}, 7, "x", [1, 2], {"b": None}]) == [
+        {"a": 1},
+        {"value": 7},
+        {"value": "x"},
+        {"value": [1, 2]},
+        {"b": None},
+    ]
+
+
+def test_list_items_are_rows_as_they_are() -> None:
+    # A dict inside a list is a row: its control-looking keys are data, not an envelope.
+    assert rows([{"status": "online", "items": [1]}]) == [{"status": "online", "items": [1]}]
+
+
+def test_row_keys_order() -> None:
+    both = {"result": [{"from": "result"}], "data": [{"from": "data"}]}
+    assert rows(both) == [{"from": "data"}]
+    keys = ["rows", "data", "items", "results", "records", "value", "values", "result"]
+    keys += ["body", "output", "payload"]
+    for earlier, later in itertools.pairwise(keys):
+        result = {later: [{"from": later}], earlier: [{"from": earlier}]}
+        assert rows(result) == [{"from": earlier}], (earlier, later)
+
+
+def test_row_keys_matched_ignoring_case_and_punctuation() -> None:
+    assert rows({"Items": [{"a": 1}]}) == [{"a": 1}]
+    assert rows({"re-sults": [{"a": 2}], "total": 1}) == [{"a": 2}]
+    assert rows({"PAY_LOAD": {"x": 1}}) == [{"x": 1}]
+
+
+def test_empty_row_key_is_skipped_for_the_next() -> None:
+    assert rows({"rows": [], "data": None, "items": [{"a": 1}]}) == [{"a": 1}]
+
+
+def test_scalar_under_row_key_gives_value_row() -> None:
+    assert rows({"result": 42, "status": "ok"}) == [{"value": 42}]
+    assert rows({"output": "done"}) == [{"value": "done"}]
+
+
+def test_control_keys_dropped() -> None:
+    result = {
+        "id": 7,
+        "Count": 1,
+        "status": "ok",
+        "message": "fine",
+        "total": 1,
+        "next_link": "/p2",
+        "nextLink": "/p2",
+        "page": 1,
+        "pagination": {"size": 1},
+        "name": "x",
+    }
+    assert rows(result) == [{"id": 7, "name": "x"}]
+
+
+def test_status_only_envelope_gives_no_rows() -> None:
+    assert rows({"status": "ok", "message": "nothing found"}) == []
+    assert rows({"items": [], "count": 0, "next_link": None}) == []
+
+
+def test_record_with_an_empty_row_named_field_is_one_row() -> None:
+    assert rows({"name": "x", "value": None}) == [{"name": "x", "value": None}]
+
+
+def test_none_or_empty_gives_no_rows() -> None:
+    for empty in (None, "", "  ", [], {}, {"items": []}):
+        assert rows(empty) == [], empty
+
+
+def test_nesting_bounded_at_four_levels() -> None:
+    # Levels: the result is 1; row keys are followed into levels 2, 3 and 4.
+    three_deep = {"data": {"data": {"items": [{"a": 1}, {"a": 2}]}}}
+    assert rows(three_deep) == [{"a": 1}, {"a": 2}]
+    # A dict reached at level 4 is itself the row: its row key is not followed further.
+    four_deep = {"data": {"data": {"data": {"items": [{"a": 1}], "count": 1}}}}
+    assert rows(four_deep) == [{"items": [{"a": 1}]}]
+    list_at_four = {"data": {"data": {"data": [{"a": 1}, {"a": 2}]}}}
+    assert rows(list_at_four) == [{"a": 1}, {"a": 2}]
+
+
+def test_secret_keys_dropped_at_any_depth() -> None:
+    row = {
+        "name": "svc",
+        "api_key": "k",
+        "Access-Token": "t",
+        "password": "p",
+        "passwd": "p",
+        "clientSecret": "s",
+        "ConnectionString": "c",
+        "credentials": {"user": "u"},
+        "Authorization": "Bearer x",
+        "config": {"db_password": "p", "host": "h", "inner": [{"refresh_token": "t", "id": 1}]},
+        "list": [[{"secret": 1, "ok": 2}]],
+    }
+    assert clean_row(row) == {
+        "name": "svc",
+        "config": {"host": "h", "inner": [{"id": 1}]},
+        "list": [[{"ok": 2}]],
+    }
+
+
+def test_secret_keys_cleaning_leaves_the_row_unchanged() -> None:
+    row = {"token": "t", "nested": {"secret": 1}}
+    clean_row(row)
+    assert row == {"token": "t", "nested": {"secret": 1}}
+
+
+@pytest.mark.parametrize("key", ["truncated", "is_truncated", "rows_truncated", "isTruncated"])
+def test_truncated_flag_at_top_level(key: str) -> None:
+    assert is_truncated({key: True, "items": [{"a": 1}]})
+    assert is_truncated(json.dumps({key: "true", "items": [{"a": 1}]}))
+
+
+def test_truncated_flag_in_the_dict_that_held_the_rows() -> None:
+    assert is_truncated({"data": {"truncated": True, "items": [{"a": 1}]}})
+
+
+def test_truncated_flag_false_or_absent_is_not_truncated() -> None:
+    assert not is_truncated({"truncated": False, "items": [{"a": 1}]})
+    assert not is_truncated({"truncated": "false", "items": [{"a": 1}]})
+    assert not is_truncated([{"truncated": True}])  # a row's own field, not the result's
+    assert not is_truncated("plain text")
+
+
+def test_cell_text_forms() -> None:
+    assert cell_text("  x ") == "x"
+    assert cell_text(True) == "true"
+    assert cell_text(False) == "false"
+    assert cell_text(None) == ""
+    assert cell_text(12) == "12"
+    assert cell_text(12.45) == "12.45"
+    assert cell_text({"a": [1, "é"]}) == '{"a":[1,"é"]}'
