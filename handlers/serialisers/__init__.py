@@ -1,0 +1,48 @@
+"""Export files (SPEC section 8): rows in, file bytes out, one module per format.
+
+Every serialiser takes `columns` (already made unique by `headers.unique_headers`, so the
+file's header matches the columns the caller records) and an iterable of rows aligned with
+them; a value is a JSON value and `None` means missing. Nothing here does I/O: the text
+formats yield byte chunks, XLSX writes to a sink it is handed. Rows are consumed one at a
+time so no format holds the whole dataset.
+
+This module holds only what every text format shares: content types, extensions, the row
+shape rule and the chunking rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Final
+
+CONTENT_TYPES: Final[dict[str, str]] = {
+    "csv": "text/csv; charset=utf-8",
+    "json": "application/json",
+    "xml": "application/xml",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
+EXTENSIONS: Final[dict[str, str]] = {"csv": "csv", "json": "json", "xml": "xml", "xlsx": "xlsx"}
+
+
+def aligned(row: Sequence[Any], width: int) -> Sequence[Any]:
+    """The row padded with None to `width` cells; a longer row is a caller bug (ValueError)."""
+    if len(row) == width:
+        return row
+    if len(row) > width:
+        # Dropping cells would silently lose data that has no column to go in.
+        raise ValueError(f"row has {len(row)} cells but there are {width} columns")
+    return [*row, *([None] * (width - len(row)))]
+
+
+def byte_chunks(texts: Iterable[str], chunk_size: int, errors: str = "strict") -> Iterator[bytes]:
+    """The texts joined as UTF-8, in chunks of about `chunk_size` bytes (the last may be less)."""
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
+    buffer = bytearray()
+    for text in texts:
+        buffer += text.encode("utf-8", errors)
+        if len(buffer) >= chunk_size:
+            yield bytes(buffer)
+            buffer.clear()
+    if buffer:
+        yield bytes(buffer)

@@ -1,0 +1,99 @@
+"""CSV export: RFC 4180, comma, CRLF after every record, UTF-8 with an optional BOM.
+
+Cells that a spreadsheet would run as a formula are neutralised with a leading `'`: text
+starting (after spaces) with `=`, `+`, `-`, `@`, tab or CR, unless the whole text is a plain
+number such as `-12.5` or `+1e5`. Only ASCII digits count as a number: a spreadsheet does
+not read other scripts' digits as one, so such a cell is neutralised to be safe. The header
+row is neutralised too, since a column name is as untrusted as a value.
+
+Values: None is empty, booleans are `true`/`false`, numbers keep their Python repr (which
+every spreadsheet reads as a number), NaN and ±Infinity are the text `NaN`, `Infinity`,
+`-Infinity` (the last neutralised, it is not a plain number), nested values are compact
+JSON. A lone surrogate cannot be encoded as UTF-8 and becomes U+FFFD.
+
+Every line break in the file is CRLF, inside quoted cells too: a bare CR or LF in a value
+is written as CRLF, so tools that split or check lines see one line-end style.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from handlers.serialisers import aligned, byte_chunks
+from handlers.serialisers.json_file import compact_json
+
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_NEEDS_QUOTES = re.compile(r'[",\r\n]')
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_LINE_BREAK = re.compile("\r\n?|\n")
+
+
+def cell_text(value: Any) -> str:
+    """One value as plain text, not neutralised (shared by the CSV, XML and XLSX writers)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)
+    if isinstance(value, dict | list | tuple):
+        return compact_json(value)
+    # Rows hold JSON values only; anything else is a bug upstream, not data to guess at.
+    raise TypeError(f"cannot write a {type(value).__name__} as a cell")
+
+
+def neutralised(text: str) -> str:
+    """The text with `'` in front when a spreadsheet would run it as a formula."""
+    stripped = text.lstrip(" ")
+    if stripped.startswith(_FORMULA_STARTS) and not _PLAIN_NUMBER.fullmatch(stripped):
+        return "'" + text
+    return text
+
+
+def csv_cell(value: Any) -> str:
+    """A value as CSV text: numbers as numbers, nested as compact JSON, formulas neutralised."""
+    # Line ends first: a bare LF would become a leading CR, a formula start to neutralise.
+    text = neutralised(_LINE_BREAK.sub("\r\n", cell_text(value)))
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def csv_chunks(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    bom: bool = True,
+    chunk_size: int = 65536,
+) -> Iterator[bytes]:
+    """The CSV file as byte chunks (RFC 4180, comma, CRLF, UTF-8, optional BOM, header row)."""
+    return byte_chunks(_csv_texts(columns, rows, bom), chunk_size)
+
+
+def _csv_texts(columns: Sequence[str], rows: Iterable[Sequence[Any]], bom: bool) -> Iterator[str]:
+    yield ("\ufeff" if bom else "") + _record(columns)
+    width = len(columns)
+    for row in rows:
+        yield _record(aligned(row, width))
+
+
+def _record(values: Sequence[Any]) -> str:
+    line = ",".join(_quoted(csv_cell(value)) for value in values)
+    # A blank line reads back as a record of no cells; `""` keeps its one empty cell.
+    return (line or ('""' if values else "")) + "\r\n"
+
+
+def _quoted(cell: str) -> str:
+    if _NEEDS_QUOTES.search(cell):
+        return '"' + cell.replace('"', '""') + '"'
+    return cell

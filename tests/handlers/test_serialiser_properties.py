@@ -1,0 +1,176 @@
+"""Property tests: every export file parses back to the rows it was given (SPEC section 8)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from typing import Any
+
+import openpyxl
+from defusedxml import ElementTree
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openpyxl.utils.escape import unescape
+
+from handlers.serialisers.csv_file import cell_text, csv_cell, csv_chunks
+from handlers.serialisers.headers import unique_headers
+from handlers.serialisers.json_file import json_chunks
+from handlers.serialisers.xlsx_file import write_xlsx
+from handlers.serialisers.xml_file import safe_element_name, xml_chunks
+
+# The acceptance tests' own check for an unneutralised formula cell.
+PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+names = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["", " ", "a", "A", "a 2", "Column 1", "xml", "1", "=x", "名前", "-"]),
+)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+    st.sampled_from(["=1+1", "-12.5", "  @x", "\tx", "a,b", 'q"q', "l\r\nl", "\r"]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[list[str], list[list[Any]]]:
+    """Unique columns and rows aligned with them; some rows are short (missing cells)."""
+    columns = unique_headers(draw(st.lists(names, min_size=1, max_size=6)))
+    row = st.lists(values, max_size=len(columns))
+    return columns, draw(st.lists(row, max_size=8))
+
+
+def padded(row: list[Any], width: int) -> list[Any]:
+    return row + [None] * (width - len(row))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(names, max_size=10))
+def test_unique_headers_are_nonblank_distinct_ignoring_case_and_keep_first_names(
+    columns: list[str],
+) -> None:
+    result = unique_headers(columns)
+    assert len(result) == len(columns)
+    assert all(name.strip() for name in result)
+    assert len({name.casefold() for name in result}) == len(result)
+    seen: set[str] = set()
+    for original, name in zip(columns, result, strict=True):
+        if original.strip() and original.casefold() not in seen:
+            assert name == original
+        seen.add(original.casefold())
+    assert unique_headers(result) == result
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables(), st.booleans(), st.integers(min_value=1, max_value=200))
+def test_csv_parses_back_to_the_cells_csv_cell_gives(
+    table: tuple[list[str], list[list[Any]]], bom: bool, chunk_size: int
+) -> None:
+    columns, rows = table
+    data = b"".join(csv_chunks(columns, rows, bom=bom, chunk_size=chunk_size))
+    assert data.startswith(b"\xef\xbb\xbf") == bom
+    text = data.decode("utf-8").removeprefix("\ufeff")
+    assert text.endswith("\r\n")
+    assert "\n" not in text.replace("\r\n", "") and "\r" not in text.replace("\r\n", "")
+    records = list(csv.reader(io.StringIO(text, newline=""), strict=True))
+    assert records[0] == [csv_cell(name) for name in columns]
+    assert records[1:] == [[csv_cell(v) for v in padded(row, len(columns))] for row in rows]
+    for record in records:
+        for cell in record:
+            stripped = cell.lstrip(" ")
+            triggered = stripped[:1] in ("=", "+", "-", "@", "\t", "\r")
+            assert not triggered or PLAIN_NUMBER.fullmatch(stripped)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables(), st.integers(min_value=1, max_value=200))
+def test_json_parses_back_to_exactly_the_values_given(
+    table: tuple[list[str], list[list[Any]]], chunk_size: int
+) -> None:
+    columns, rows = table
+    parsed = json.loads(b"".join(json_chunks(columns, rows, chunk_size=chunk_size)))
+    expected = [dict(zip(columns, padded(row, len(columns)), strict=True)) for row in rows]
+    assert parsed == expected
+    assert all(list(obj) == columns for obj in parsed)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables(), st.integers(min_value=1, max_value=200))
+def test_xml_parses_back_to_the_text_of_every_column_in_order(
+    table: tuple[list[str], list[list[Any]]], chunk_size: int
+) -> None:
+    columns, rows = table
+    root = ElementTree.fromstring(b"".join(xml_chunks(columns, rows, chunk_size=chunk_size)))
+    assert root.tag == "rows"
+    assert [el.tag for el in root] == ["row"] * len(rows)
+    expected_names = [NOT_XML_CHAR.sub("", name) for name in columns]
+    for element, row in zip(root, rows, strict=True):
+        assert [el.attrib.get("name", el.tag) for el in element] == expected_names
+        texts = [el.text or "" for el in element]
+        assert texts == [NOT_XML_CHAR.sub("", cell_text(v)) for v in padded(row, len(columns))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_safe_element_names_always_parse_as_an_element(name: str) -> None:
+    safe = safe_element_name(name)
+    assert ElementTree.fromstring(f"<{safe}/>".encode()).tag == safe
+    assert not safe.lower().startswith("xml")
+
+
+def _xlsx_expected(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and abs(value) <= 2**53:
+        return value
+    if isinstance(value, float) and abs(value) <= 9.99999999999999e307:
+        return value
+    return cell_text(value)
+
+
+def _xlsx_matches(got: Any, want: Any) -> bool:
+    if isinstance(want, float):
+        # xlsxwriter keeps 16 significant digits, more than a spreadsheet shows.
+        return isinstance(got, int | float) and math.isclose(got, want, rel_tol=1e-15)
+    if isinstance(got, str):
+        got = unescape(got)
+    return type(got) is type(want) and got == want
+
+
+@settings(max_examples=30, deadline=None)
+@given(tables())
+def test_xlsx_parses_back_to_numbers_booleans_and_text(
+    table: tuple[list[str], list[list[Any]]],
+) -> None:
+    columns, rows = table
+    sink = io.BytesIO()
+    write_xlsx(columns, rows, sink)
+    sink.seek(0)
+    sheet = openpyxl.load_workbook(sink).active
+    grid = list(sheet.iter_rows(values_only=True))
+    assert [unescape(name) for name in grid[0][: len(columns)]] == columns
+    body = [list(r) + [None] * (len(columns) - len(r)) for r in grid[1:]]
+    # openpyxl stops at the last non-empty row, so trailing all-blank rows are absent.
+    body += [[None] * len(columns)] * (len(rows) - len(body))
+    for got_row, row in zip(body, rows, strict=True):
+        wanted = [_xlsx_expected(v) for v in padded(row, len(columns))]
+        assert all(_xlsx_matches(g, w) for g, w in zip(got_row, wanted, strict=True)), (
+            got_row,
+            wanted,
+        )
