@@ -1,0 +1,155 @@
+"""Clarification detection and the carry-forward state machine (SPEC section 5 step 4).
+
+Every rule of the request state machine lives here; nothing else decides it.
+
+States: `Idle`, or `Awaiting(format, request_text)` after a request whose reply asked one
+clarifying question. Per turn, from the state before it (`step`):
+
+1. Empty (whitespace-only) user text: `no_request`, state `Idle`, even while awaiting.
+2. The text requests pdf, docx or md: `unsupported_format`, state `Idle`; a pending
+   request is dropped.
+3. From `Awaiting(F, R)`, when the text names no format or names F again: the turn
+   carries request F, and R (the original request text) is what step 5 judges. Its reply
+   a clarification again: `clarification_limit` (one clarification per request), else
+   `request`. Either way the state becomes `Idle`.
+4. Otherwise (from `Idle`, or awaiting and another supported format is named, which
+   drops the pending request): no format is `no_request`; a format with a clarification
+   reply is `clarification` and the state becomes `Awaiting(format, text)`; a format
+   with any other reply is `request`.
+
+So `Awaiting` lasts exactly one user turn: every outcome but `clarification` leaves `Idle`.
+
+A reply is a clarification when its message says so (`clarification: true/false` wins);
+when unknown, when its text is at most 500 characters, one of its questions (a sentence
+ending in "?") asks about row shape or columns, and it holds no table (`find_table`).
+
+The state before a turn is a pure function of the earlier turns (`state_before`): after
+any turn whose reply is not a clarification the state is `Idle`, so the fold starts after
+the newest such turn. Redelivery and replay in any order therefore agree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from handlers.formats import detect_format
+from handlers.tables import find_table
+from schemas.documents import AssistantMessage
+from schemas.records import UNSUPPORTED_FORMATS, RequestFormat, StateAfter
+
+
+@dataclass(frozen=True)
+class Idle:
+    """No request is pending."""
+
+
+@dataclass(frozen=True)
+class Awaiting:
+    """A request whose reply asked a clarification waits for the next user turn."""
+
+    format: RequestFormat
+    request_text: str
+
+
+State = Idle | Awaiting
+Outcome = Literal[
+    "request", "clarification", "clarification_limit", "no_request", "unsupported_format"
+]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One turn's outcome and the state after it."""
+
+    outcome: Outcome
+    format: RequestFormat | None  # requested or carried format (None for no_request)
+    carried: bool  # the request came from Awaiting
+    request_text: str  # what step 5 judges: the original text R when carried
+    state_after: State
+
+
+@dataclass(frozen=True)
+class TurnText:
+    """What the fold needs of an earlier turn."""
+
+    user_text: str
+    reply: AssistantMessage | None
+
+
+# --- clarification -------------------------------------------------------------------------
+
+CLARIFICATION_MAX_CHARS: Final = 500
+
+_QUESTION: Final = re.compile(r"[^.!?\n]*\?")
+# Questions about the row shape or the columns of the table to be written.
+_SHAPE_QUESTION: Final = re.compile(
+    r"\b(?:which|what)\s+(?:\w+\s+)?(?:columns?|fields?|attributes?)\b"
+    r"|\b(?:columns?|fields?)\s+(?:do|would|should|shall)\s+(?:you|i|we)\b"
+    r"|\binclude\s+which\b"
+    r"|\b(?:should|shall|would|will|do|does)\s+(?:each|every|the)\s+rows?\b"
+    r"|\b(?:each|every|one|a|single)\s+row\b"
+    r"|\brows?\s+per\b"
+    r"|\bhow\s+(?:should|do\s+you\s+want|would\s+you\s+like)\s+(?:me\s+to\s+\w+\s+)?"
+    r"(?:the\s+)?(?:rows?|columns?|table)\b"
+    r"|\b(?:row|table|column)\s+(?:shape|layout|structure|format|granularity)\b"
+    r"|\bformat\s+for\s+(?:the\s+|each\s+)?rows?\b"
+    r"|\bgranularity\b|\bwide\s+or\s+long\b|\blong\s+or\s+wide\b",
+    re.IGNORECASE,
+)
+
+
+def is_clarification(reply: AssistantMessage | None) -> bool:
+    """Whether the reply asks the user a clarifying question instead of answering."""
+    if reply is None:
+        return False
+    if reply.clarification is not None:
+        return reply.clarification
+    content = reply.content or ""
+    if len(content) > CLARIFICATION_MAX_CHARS:
+        return False
+    asks_shape = any(_SHAPE_QUESTION.search(q.group()) for q in _QUESTION.finditer(content))
+    return asks_shape and find_table(content) is None
+
+
+# --- the transition ------------------------------------------------------------------------
+
+
+def step(state: State, user_text: str, reply_is_clarification: bool) -> Step:
+    """One turn's transition of the carry-forward state machine."""
+    if not user_text.strip():
+        return Step("no_request", None, False, user_text, Idle())
+    requested = detect_format(user_text)
+    if requested in UNSUPPORTED_FORMATS:
+        return Step("unsupported_format", requested, False, user_text, Idle())
+    if isinstance(state, Awaiting) and requested in (None, state.format):
+        outcome: Outcome = "clarification_limit" if reply_is_clarification else "request"
+        return Step(outcome, state.format, True, state.request_text, Idle())
+    if requested is None:
+        return Step("no_request", None, False, user_text, Idle())
+    if reply_is_clarification:
+        return Step("clarification", requested, False, user_text, Awaiting(requested, user_text))
+    return Step("request", requested, False, user_text, Idle())
+
+
+# --- the state before a turn ---------------------------------------------------------------
+
+
+def state_before(earlier: Sequence[TurnText]) -> State:
+    """The state before the current turn, folded from the earlier turns (oldest first)."""
+    clarified = [is_clarification(turn.reply) for turn in earlier]
+    # A turn answered without a clarification always leaves Idle, so nothing before it counts.
+    start = next((i + 1 for i in reversed(range(len(earlier))) if not clarified[i]), 0)
+    state: State = Idle()
+    for turn in earlier[start:]:
+        state = step(state, turn.user_text, True).state_after
+    return state
+
+
+def state_after_record(state: State) -> StateAfter:
+    """The turn record's `state_after` for a state."""
+    if isinstance(state, Awaiting):
+        return StateAfter(state="awaiting", format=state.format)
+    return StateAfter(state="idle", format=None)

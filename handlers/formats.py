@@ -1,0 +1,223 @@
+"""Which file format a user message requests (SPEC section 5 step 4, format detection).
+
+The text is read sentence by sentence; each mention of a format is judged in its sentence:
+
+- Mentions: csv, json, xml, xlsx ("xlsx", "xls", "excel", "spreadsheet"), pdf,
+  docx ("docx", ".doc", and "word" only beside document/file/format or after in/as/to/into),
+  md ("markdown", "md" as a word). Matching ignores case and needs word boundaries, so
+  "csvs", ".csv" and "CSV" count and "jsonify" or "jsonl" do not.
+- A negated mention does not request: a negation ("don't", "not", "no", "never",
+  "without", "instead of", "rather than", ...) earlier in the same clause, at most eight
+  words back, with no "but" and no "and <verb>" between resetting it.
+- A mention whose nearest earlier cue in its sentence talks about the format ("what is",
+  "how do I", "explain", "better than", ...) does not request.
+- In a question (ends with "?", or opens like one: "what is", "is", "does", ...) a
+  mention requests only when the question is a polite request ("can you", "could I",
+  "would you mind", "is it possible", "how about", ...) or a bare fragment ("create a
+  csv?"), and the nearest earlier cue is a request verb ("create", "export", "get", "put",
+  ...). "csv or json?" therefore requests nothing.
+- Several requested: the first mentioned wins. "excel" and "spreadsheet" mean csv when
+  csv is requested anywhere in the text ("a csv I can open in excel"); an explicit
+  "xlsx"/"xls" always means xlsx.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from schemas.records import RequestFormat
+
+_I: Final = re.IGNORECASE
+
+
+@dataclass(frozen=True)
+class _Mention:
+    format: RequestFormat
+    soft: bool  # an "excel"/"spreadsheet" alias, which yields to a requested csv
+    start: int
+
+
+_MENTIONS: Final[tuple[tuple[RequestFormat, bool, re.Pattern[str]], ...]] = (
+    ("csv", False, re.compile(r"\bcsvs?\b", _I)),
+    ("json", False, re.compile(r"\bjson\b", _I)),
+    ("xml", False, re.compile(r"\bxml\b", _I)),
+    ("xlsx", False, re.compile(r"\bxlsx?\b", _I)),
+    ("xlsx", True, re.compile(r"\bexcel\b|\bspreadsheets?\b", _I)),
+    ("pdf", False, re.compile(r"\bpdfs?\b", _I)),
+    (
+        "docx",
+        False,
+        re.compile(
+            r"\bdocx\b|\.doc\b|\b(?:ms|microsoft)\s+word\b"
+            r"|\bword\s+(?:documents?|docs?|files?|format)\b"
+            r"|\b(?:in|as|to|into)\s+word\b",
+            _I,
+        ),
+    ),
+    ("md", False, re.compile(r"\bmarkdown\b|\bmd\b", _I)),
+)
+
+# Sentence ends: terminal punctuation followed by space (so "data.csv" stays whole), newlines,
+# semicolons.
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+|\n+|;")
+_PREAMBLE: Final = re.compile(
+    r"^(?:(?:ok(?:ay)?|yes|yeah|yep|yup|sure|great|thanks|thank\s+you|thx|please|so|and|also"
+    r"|hey|hi|hello|well|now|then|alright|cool|perfect|nice|but|actually|hmm+|oh|ah|right"
+    r"|fine|good)\b[\s,!.:-]*)+",
+    _I,
+)
+_POLITE_START: Final = re.compile(
+    r"(?:please\s+)?(?:(?:can|could|would|will|may|might|shall)\b"
+    r"|(?:do|would)\s+you\s+mind\b|(?:is|would)\s+it\s+(?:be\s+)?possible\b"
+    r"|is\s+there\s+(?:a|any)\s+(?:way|chance)\b|any\s+chance\b|(?:how|what)\s+about\b)",
+    _I,
+)
+_WH_QUESTION_START: Final = re.compile(
+    r"(?:what|how|why|which|who|whom|whose|when|where)(?:'s\b|s\b|\s+(?:is|are|was|were|do"
+    r"|does|did|can|could|should|would|will|to|kind|type|format|one|not)\b)",
+    _I,
+)
+_WH_START: Final = re.compile(r"(?:what|how|why|which|who|whom|whose|when|where)\b", _I)
+_AUX_START: Final = re.compile(
+    r"(?:is|are|was|were|am|does|do|did|should|must|has|have|had|isn't|aren't|doesn't"
+    r"|didn't)\b(?!\s+not\b)",
+    _I,
+)
+
+_REQUEST_CUE: Final = re.compile(
+    r"\b(?:creat(?:e|es|ed|ing)|mak(?:e|es|ing)|made|export(?:s|ed|ing)?"
+    r"|generat(?:e|es|ed|ing)|giv(?:e|es|en|ing)|get(?:s|ting)?|send(?:s|ing)?|sent"
+    r"|put(?:s|ting)?|convert(?:s|ed|ing)?|download(?:s|ed|ing)?|sav(?:e|es|ed|ing)"
+    r"|produc(?:e|es|ed|ing)|build(?:s|ing)?|built|writ(?:e|es|ten|ing)"
+    r"|output(?:s|ted|ting)?|turn(?:s|ed|ing)?|provid(?:e|es|ed|ing)"
+    r"|attach(?:es|ed|ing)?|prepar(?:e|es|ed|ing)|dump(?:s|ed|ing)?|format(?:s|ted|ting)?"
+    r"|render(?:s|ed|ing)?|return(?:s|ed|ing)?|shar(?:e|es|ed|ing)|email(?:s|ed|ing)?"
+    r"|want|need|have|do|switch|chang(?:e|es|ed|ing)|emit|(?:how|what)\s+about)\b",
+    _I,
+)
+_ABOUT_CUE: Final = re.compile(
+    r"\bwhat(?:'s|s|\s+is|\s+are|\s+was|\s+were|\s+does|\s+do)\b"
+    # "how do I open", "how to make": swallow the verb so it is not read as a request
+    r"|\bhow\s+(?:do|does|did|can|could|should|would|to|is|are)\b"
+    r"(?:\s+(?:i|you|we|one|they|people))?(?:\s+[a-z']+)?"
+    r"|\b(?:explain\w*|describ\w*|defin(?:e|es|ed|ing|ition)|differences?|compar\w*|versus"
+    r"|vs|meaning|means?|learn|understand|why)\b"
+    r"|\bbetter\s+than\b|\btell\s+me\s+about\b|\bstands?\s+for\b",
+    _I,
+)
+
+_CLAUSE_BREAK: Final = re.compile(r"[,;:!?()\[\]\n]|\s[-–—]\s|\.\s")
+_WORD: Final = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_NEGATION_WINDOW: Final = 8
+_NEGATIONS: Final = frozenset(
+    {
+        "no", "not", "never", "without", "nor", "neither", "none", "nope", "cannot", "dont",
+        "doesnt", "didnt", "cant", "wont", "wouldnt", "shouldnt", "couldnt", "isnt", "arent",
+        "stop", "skip", "cancel", "avoid", "except", "excluding",
+    }
+)  # fmt: skip
+_NEGATION_BIGRAMS: Final = frozenset({("instead", "of"), ("rather", "than")})
+# "don't forget to create a csv" asks for one; "not only csv but" does not refuse it.
+_NEGATION_EXEMPT_NEXT: Final = frozenset({"forget", "hesitate", "mind", "only", "just"})
+_RESETS: Final = frozenset({"but", "however", "though", "although"})
+
+_SentenceKind = Literal["statement", "polite", "fragment", "interrogative"]
+
+
+def detect_format(text: str) -> RequestFormat | None:
+    """The format a user message requests, or None."""
+    normalised = text.replace("\u2019", "'").replace("\u2018", "'")
+    requested: list[_Mention] = []
+    for sentence in _sentences(normalised):
+        requested.extend(_requested_in(sentence))
+    if not requested:
+        return None
+    csv_requested = any(m.format == "csv" for m in requested)
+    first = requested[0]
+    return "csv" if first.soft and csv_requested else first.format
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def _requested_in(sentence: str) -> list[_Mention]:
+    mentions = _mentions(sentence)
+    if not mentions:
+        return []
+    kind = _sentence_kind(sentence)
+    cues = _cues(sentence)
+    requested = []
+    for mention in mentions:
+        if _is_negated(sentence, mention.start):
+            continue
+        cue = _nearest_cue(cues, mention.start)
+        if cue == "about":
+            continue
+        if kind == "interrogative":
+            continue
+        if kind in ("polite", "fragment") and cue != "request":
+            continue
+        requested.append(mention)
+    return requested
+
+
+def _mentions(sentence: str) -> list[_Mention]:
+    found = [
+        _Mention(fmt, soft, match.start())
+        for fmt, soft, pattern in _MENTIONS
+        for match in pattern.finditer(sentence)
+    ]
+    return sorted(found, key=lambda m: m.start)
+
+
+def _sentence_kind(sentence: str) -> _SentenceKind:
+    """How the sentence is put: a statement, or one of three kinds of question."""
+    body = _PREAMBLE.sub("", sentence).lstrip()
+    asks = sentence.rstrip().endswith("?")
+    if _POLITE_START.match(body):
+        return "polite"
+    if _WH_QUESTION_START.match(body) or _AUX_START.match(body):
+        return "interrogative"
+    if asks:
+        return "interrogative" if _WH_START.match(body) else "fragment"
+    return "statement"
+
+
+def _cues(sentence: str) -> list[tuple[int, Literal["request", "about"]]]:
+    about = [(m.start(), m.end()) for m in _ABOUT_CUE.finditer(sentence)]
+    cues: list[tuple[int, Literal["request", "about"]]] = [(s, "about") for s, _ in about]
+    for match in _REQUEST_CUE.finditer(sentence):
+        if not any(s <= match.start() < e for s, e in about):
+            cues.append((match.start(), "request"))
+    return sorted(cues)
+
+
+def _nearest_cue(
+    cues: list[tuple[int, Literal["request", "about"]]], position: int
+) -> Literal["request", "about"] | None:
+    before = [kind for start, kind in cues if start < position]
+    return before[-1] if before else None
+
+
+def _is_negated(sentence: str, position: int) -> bool:
+    """Whether a negation earlier in the mention's clause refuses it."""
+    clause = _CLAUSE_BREAK.split(sentence[:position])[-1]
+    words = _WORD.findall(clause.lower())
+    start = 0
+    for i, word in enumerate(words):
+        follows_verb = i + 1 < len(words) and _REQUEST_CUE.fullmatch(words[i + 1]) is not None
+        if word in _RESETS or (word in ("and", "or", "then", "so") and follows_verb):
+            start = i + 1
+    window = words[max(start, len(words) - _NEGATION_WINDOW) :]
+    for i, word in enumerate(window):
+        following = window[i + 1] if i + 1 < len(window) else ""
+        if following in _NEGATION_EXEMPT_NEXT:
+            continue
+        if word.endswith("n't") or word.replace("'", "") in _NEGATIONS:
+            return True
+        if (word, following) in _NEGATION_BIGRAMS:
+            return True
+    return False

@@ -1,0 +1,114 @@
+"""Whether a request asks for derived output (SPEC section 5 step 5, passthrough contract).
+
+Raw action rows may be exported only for a plain serialisation: the request names a
+format to create/export/convert/download, or asks for the data as-is ("the raw data",
+"all the rows", "as is"). A request for anything computed from the rows may only export
+a table the model composed. Derived means one of these, not negated in its clause
+("don't summarise", "without averaging", "no filtering"):
+
+- calculation: calculate, compute, average, mean (not "I mean"), median, sum, total of,
+  count of, min/max, statistics, percentile, trend, correlation, ...
+- summary and labelling: summarize/summarise, summary, classify, categorize, rank
+- grouping and reshaping: group by, aggregate, pivot, transpose, unpivot, wide/long
+  format, deduplicate/unique/distinct
+- resampling: "one row per <time unit>", per/by/every <time unit>, resample, hourly
+  values; "one row per sample" (or per reading, record, instance) is the raw grain
+  and is not derived
+- selection: "only/just the ... columns", dropping or renaming columns, "filter",
+  "only the rows where ...", comparisons with a number ("> 12.4", "greater than 3"),
+  "top 10", "first 20 rows"
+- ordering: "sorted by", "order by", ascending/descending. A sort is derived: the raw
+  rows keep call order, so only a table the model wrote can honour it.
+
+Filters that belong to the retrieval itself ("the last 24 hours", "between 00:00 and
+01:00", "for instance sat-07") are not derived: the action already applied them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+_I: Final = re.IGNORECASE
+_TIME_UNIT: Final = r"(?:seconds?|minutes?|mins?|hours?|days?|weeks?|months?|quarters?|years?)"
+
+_DERIVED: Final[tuple[re.Pattern[str], ...]] = tuple(
+    re.compile(pattern, _I)
+    for pattern in (
+        # calculation
+        r"\b(?:calculat|comput)(?:e|es|ed|ing|ion|ions)\b",
+        r"\baverag(?:e|es|ed|ing)\b|\bmedians?\b|\bpercentiles?\b|\bstd\b|\bstdev\b",
+        r"\bstandard\s+deviations?\b|\bvariances?\b|\bstat(?:s|istics?)\b",
+        r"\bsum(?:s|med|ming)?\b|\btotals?\s+(?:of|for|per|by)\b|\btotals\b",
+        r"\b(?:running|grand|sub)[\s-]?totals?\b|\btotal(?:ed|ing|led|ling)\b",
+        r"\bcount(?:s|ed|ing)?\s+(?:of|the|per|by)\b",
+        # bare "min" is too often minutes ("the last 30 min"), so it needs a partner
+        r"\b(?:max|maxima|minima|minimum|maximum|highest|lowest|peak)\b",
+        r"\bmin\s*(?:and|&|/)\s*max\b|\b(?:the|its|their)\s+min\b",
+        r"\b(?:trends?|correlat\w*|regressions?|anomal\w*|outliers?|forecast\w*)\b",
+        # summary and labelling
+        r"\bsummar(?:y|ies|ize|ized|izes|izing|ise|ised|ises|ising)\b",
+        r"\bclassif\w*|\bcategori[sz]\w*|\brank(?:ed|ing|s)?\b",
+        # grouping and reshaping
+        r"\bgroup(?:ed|ing|s)?\s+(?:\w+\s+){0,2}?(?:by|per|into)\b",
+        r"\baggregat\w*|\bpivot\w*|\bunpivot\w*|\btranspos\w*|\breshap\w*|\bcrosstab\w*",
+        r"\b(?:wide|long)\s+format\b|\bbroken\s+down\s+by\b|\bbreak\s+(?:it\s+)?down\s+by\b",
+        r"\b(?:unique|distinct|dedup\w*|de-dup\w*)\b|\bremove\s+duplicates\b",
+        # resampling
+        rf"\b(?:one|a|single)\s+row\s+(?:per|for\s+each|each|every)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
+        rf"\b(?:per|by|every|each)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
+        r"\b(?:re|down|up)sampl\w*|\b(?:bucket|bin)(?:s|ed|ing|ned|ning)?\s+(?:by|per|into)\b",
+        r"\b(?:hourly|daily|weekly|monthly|yearly)\s+(?:values|rows|buckets|figures|readings"
+        r"|samples|intervals|data|means|maxima|minima)\b",
+        # selection
+        r"\b(?:only|just|select(?:ed|ing)?|keep(?:ing)?|drop(?:ping)?|remov(?:e|ing)"
+        r"|exclud(?:e|ing)|without|renam(?:e|ing)|reorder(?:ing)?|except|omit(?:ting)?"
+        r"|hid(?:e|ing))\b[^.;!?\n]{0,60}?\b(?:columns?|fields?|cols?)\b",
+        r"\bfilter\w*",
+        r"\bonly\s+(?:the\s+)?(?:rows|samples|entries|records|values|readings|lines|items|ones)"
+        r"\s+(?:where|with|from|for|that|which|above|below|over|under|after|before|since)\b",
+        r"[<>]=?\s*-?\d|\b(?:greater|less|more|higher|lower)\s+than\s+-?\d",
+        r"\b(?:top|bottom)\s+\d+\b|\b(?:first|last)\s+\d+\s+(?:rows|lines|records|entries)\b",
+        # ordering
+        r"\b(?:sort(?:ed|ing|s)?|order(?:ed)?)\s+(?:\w+\s+){0,2}?by\b",
+        r"\b(?:ascending|descending)\b|\breverse\s+(?:chronological\s+)?order\b",
+    )
+)
+
+# "I mean ..." and "you mean" are speech, not arithmetic.
+_MEAN: Final = re.compile(r"\bmean\b", _I)
+_SPEECH_BEFORE_MEAN: Final = frozenset(
+    {"i", "you", "we", "they", "it", "that", "this", "which", "what", "just", "really",
+     "does", "do", "did", "i'd", "you'd", "dont", "don't"}
+)  # fmt: skip
+
+_CLAUSE_BREAK: Final = re.compile(r"[,;:!?()\n]|\.\s|\s[-–—]\s")
+_WORD: Final = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_NEGATIONS: Final = frozenset({"no", "not", "never", "without", "nor", "dont", "cannot"})
+_NEGATION_WINDOW: Final = 4
+
+
+def is_derived_request(text: str) -> bool:
+    """True when a request asks for derived output (calculation, summary, selection, reshaping)."""
+    normalised = text.replace("\u2019", "'")
+    for pattern in _DERIVED:
+        for match in pattern.finditer(normalised):
+            if not _is_negated(normalised, match.start()):
+                return True
+    return any(
+        not _is_speech_mean(normalised, match.start())
+        and not _is_negated(normalised, match.start())
+        for match in _MEAN.finditer(normalised)
+    )
+
+
+def _is_speech_mean(text: str, position: int) -> bool:
+    words = _WORD.findall(text[:position].lower())
+    return bool(words) and words[-1] in _SPEECH_BEFORE_MEAN
+
+
+def _is_negated(text: str, position: int) -> bool:
+    """Whether "no", "not", "without", ... shortly before the cue in its clause refuses it."""
+    clause = _CLAUSE_BREAK.split(text[:position])[-1]
+    words = _WORD.findall(clause.lower())[-_NEGATION_WINDOW:]
+    return any(w.endswith("n't") or w in _NEGATIONS for w in words)

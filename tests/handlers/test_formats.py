@@ -1,0 +1,180 @@
+"""SPEC section 5 step 4: which format a user message requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from handlers.formats import detect_format
+from schemas.records import RequestFormat
+
+# (rule, text, expected): one table, split below into one test per rule.
+PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
+    # the seeds' phrasings
+    ("seed", "create a csv", "csv"),
+    ("seed", "Retrieve the BatteryVoltage1 history for instance sat-07 and create a csv", "csv"),
+    ("seed", "yes, one row per sample", None),
+    ("seed", "actually make it a pdf", "pdf"),
+    ("seed", "create a csv of the BatteryVoltage1 history", "csv"),
+    ("seed", "List the instances and the ground sites and create a csv", "csv"),
+    # a named format requests it
+    ("named", "please give me the data as XML", "xml"),
+    ("named", "export it to json", "json"),
+    ("named", "CSV", "csv"),
+    ("named", "csvs please", "csv"),
+    ("named", "save it as data.csv", "csv"),
+    ("named", "an xls file", "xlsx"),
+    ("named", "give me an xlsx", "xlsx"),
+    ("named", "I'd like it in Excel", "xlsx"),
+    ("named", "Excel please", "xlsx"),
+    ("named", "what I need is a csv", "csv"),
+    ("named", "don't forget to create a csv", "csv"),
+    ("named", "Explain the data and export a csv", "csv"),
+    ("named", "No, csv", "csv"),
+    # unsupported formats are detected too
+    ("unsupported", "Can you make it a PDF instead?", "pdf"),
+    ("unsupported", "put it in a word document", "docx"),
+    ("unsupported", "export as word", "docx"),
+    ("unsupported", "export it to Microsoft Word", "docx"),
+    ("unsupported", "as a .doc", "docx"),
+    ("unsupported", "give me a docx", "docx"),
+    ("unsupported", "markdown table please", "md"),
+    ("unsupported", "convert it into markdown", "md"),
+    ("unsupported", "md", "md"),
+    # word boundaries
+    ("boundary", "jsonify the rows", None),
+    ("boundary", "jsonl export", None),
+    ("boundary", "a word about the data", None),
+    ("boundary", "in a word, great", None),
+    ("boundary", "I mean the md5 hash", None),
+    ("boundary", "the xmlns attribute", None),
+    # negations do not request
+    ("negation", "don't create a csv", None),
+    ("negation", "do not export json", None),
+    ("negation", "without json", None),
+    ("negation", "no csv please", None),
+    ("negation", "never xml", None),
+    ("negation", "not as a csv", None),
+    ("negation", "I do not want the data exported as a csv", None),
+    ("negation", "don't export json and xml", None),
+    ("negation", "I can't open the csv", None),
+    ("negation", "Don't create a csv, make it json", "json"),
+    ("negation", "not csv but json", "json"),
+    ("negation", "json, not csv", "json"),
+    ("negation", "make it xml instead of json", "xml"),
+    ("negation", "instead of csv, give me json", "json"),
+    ("negation", "don't include the timestamps and export a csv", "csv"),
+    ("negation", "give me a CSV file, not an XLSX", "csv"),
+    # questions about a format do not request
+    ("question", "what is XML?", None),
+    ("question", "what's a csv file", None),
+    ("question", "how do I open a json file?", None),
+    ("question", "is xlsx better than csv?", None),
+    ("question", "can you explain markdown?", None),
+    ("question", "csv or json?", None),
+    ("question", "Thanks, what is xml?", None),
+    ("question", "The data looks good, what is xml?", None),
+    ("question", "can you tell me how to make a csv?", None),
+    ("question", "did you create a csv?", None),
+    ("question", "why not json?", None),
+    ("question", "can csv files be opened in excel?", None),
+    ("question", "would json be better?", None),
+    ("question", "explain json", None),
+    ("question", "What is XML? Anyway, create a csv.", "csv"),
+    # polite requests phrased as questions do request
+    ("polite", "can you create a csv?", "csv"),
+    ("polite", "could you export that as json?", "json"),
+    ("polite", "would you put it in a spreadsheet?", "xlsx"),
+    ("polite", "can I get this as an excel file?", "xlsx"),
+    ("polite", "Could you please create a CSV?", "csv"),
+    ("polite", "Great, can you export as json?", "json"),
+    ("polite", "is it possible to export as json?", "json"),
+    ("polite", "would you mind exporting it to xml?", "xml"),
+    ("polite", "can it be exported as json?", "json"),
+    ("polite", "how about json?", "json"),
+    ("polite", "what about xml instead?", "xml"),
+    ("polite", "create a csv?", "csv"),
+    ("polite", "can you explain markdown and create a csv?", "csv"),
+    # several named: the first mentioned wins
+    ("first", "csv or json", "csv"),
+    ("first", "json and also a csv", "json"),
+    ("first", "xml, or json if xml is hard", "xml"),
+    ("first", "xlsx and csv", "xlsx"),
+    ("first", "make a pdf and a csv", "pdf"),
+    # "excel" and "spreadsheet" mean xlsx unless csv is named
+    ("excel", "export to excel", "xlsx"),
+    ("excel", "a csv I can open in excel", "csv"),
+    ("excel", "put it in a spreadsheet, a csv is fine", "csv"),
+    ("excel", "put it in a spreadsheet, not a csv", "xlsx"),
+    ("excel", "a spreadsheet please", "xlsx"),
+    # nothing named
+    ("none", "", None),
+    ("none", "   ", None),
+    ("none", "thanks!", None),
+    ("none", "Retrieve the BatteryVoltage1 history for instance sat-07", None),
+]
+
+
+def _cases(rule: str) -> list[Any]:
+    return [
+        pytest.param(text, expected, id=text or "<empty>")
+        for r, text, expected in PHRASINGS
+        if r == rule
+    ]
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("seed"))
+def test_seed_phrasings_detect_the_seeds_formats(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("named"))
+def test_named_format_requests_it(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("unsupported"))
+def test_unsupported_formats_are_detected(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("boundary"))
+def test_formats_match_only_as_words(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("negation"))
+def test_negation_does_not_request(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("question"))
+def test_question_about_a_format_does_not_request(
+    text: str, expected: RequestFormat | None
+) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("polite"))
+def test_polite_question_requests(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("first"))
+def test_first_mentioned_format_wins(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("excel"))
+def test_excel_means_xlsx_unless_csv_is_named(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("none"))
+def test_no_format_named_requests_nothing(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+def test_curly_apostrophe_negation_does_not_request() -> None:
+    assert detect_format("don\u2019t create a csv") is None

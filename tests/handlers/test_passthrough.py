@@ -1,0 +1,84 @@
+"""SPEC section 5 step 5: plain serialisation versus a request for derived output."""
+
+from __future__ import annotations
+
+import pytest
+
+from handlers.passthrough import is_derived_request
+
+PLAIN: list[str] = [
+    "create a csv",
+    "Retrieve the BatteryVoltage1 history for instance sat-07 and create a csv",
+    "create a csv of the BatteryVoltage1 history",
+    "List the instances and the ground sites and create a csv",
+    "yes, one row per sample",
+    "one row per instance",
+    "export the raw data as json",
+    "give me all the rows as is",
+    "export as-is to xlsx",
+    "download the full dataset as a spreadsheet",
+    "convert it to xml",
+    "include all columns",
+    "just a csv please",
+    "I mean, just make a csv",
+    "what do you mean by csv",
+    "don't summarize, give me the raw rows as csv",
+    "without any filtering, export everything",
+    "no need to calculate anything, export the data",
+    # filters the retrieval already applied are not derived
+    "Retrieve the last 24 hours of BatteryVoltage1 and create a csv",
+    "Retrieve the last 30 min of data and create a csv",
+    "get the history between 00:00 and 01:00 as json",
+]
+
+DERIVED: list[str] = [
+    "calculate the daily average and export as csv",
+    "compute the mean voltage and put it in a csv",
+    "the mean of the values",
+    "what is the median",
+    "summarize the history in a csv",
+    "summarise the history",
+    "give me a summary table as csv",
+    "classify the samples into low, normal and high",
+    "categorize the ground sites",
+    "group by instance",
+    "aggregate the values by day",
+    "only the timestamp and value columns",
+    "just the timestamp and value columns",
+    "drop the unit column",
+    "one row per hour",
+    "one row per day as csv",
+    "every 10 minutes as csv",
+    "resample to 5-minute intervals",
+    "pivot the parameters into columns",
+    "top 10 highest voltages as csv",
+    "filter the samples above 12.4 V",
+    "only the rows where value > 12.44",
+    "sorted by value descending",
+    "the total of the values",
+    "sum the values per instance",
+    "count of samples per day",
+    "the maximum voltage",
+    "export with min and max",
+    "distinct parameters as csv",
+]
+
+
+@pytest.mark.parametrize("text", PLAIN)
+def test_plain_serialisation_is_not_derived(text: str) -> None:
+    assert not is_derived_request(text)
+
+
+@pytest.mark.parametrize("text", DERIVED)
+def test_derived_output_request_is_derived(text: str) -> None:
+    assert is_derived_request(text)
+
+
+def test_one_row_per_sample_is_the_raw_grain_but_per_hour_resamples() -> None:
+    assert not is_derived_request("create a csv, one row per sample")
+    assert is_derived_request("create a csv, one row per hour")
+
+
+def test_negated_derived_cue_is_not_derived() -> None:
+    assert not is_derived_request("don't average anything")
+    assert is_derived_request("don't export raw rows, average them")

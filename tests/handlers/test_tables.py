@@ -1,0 +1,168 @@
+"""SPEC section 5 step 6: the table the model wrote in its reply."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from handlers.tables import Table, find_table
+
+_ROOT = Path(__file__).resolve().parents[2]
+_FIXTURE_DIRS = (_ROOT / "tests" / "fixtures" / "public", _ROOT.parent / "shared" / "fixtures")
+
+
+def _message_content(fixture: str, message_id: str) -> str:
+    for folder in _FIXTURE_DIRS:
+        path = folder / f"{fixture}.fixture.json"
+        if path.exists():
+            messages = json.loads(path.read_text(encoding="utf-8"))["messages"]
+            return str(next(m for m in messages if m["id"] == message_id)["content"])
+    pytest.skip(f"fixture {fixture} not found")
+
+
+def test_headline_reply_fenced_csv_excerpt_is_three_rows_of_four_columns() -> None:
+    table = find_table(_message_content("headline", "msg_headline_a_007"))
+    assert table is not None
+    assert table.columns == ("timestamp", "parameter", "value", "unit")
+    assert len(table.rows) == 3
+    assert table.rows[1] == ("2026-11-19T00:01:00Z", "BatteryVoltage1", "12.43", "V")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        "I retrieved 900 samples, one per minute.",
+        "Sure. Here it is, as requested: the file is attached.\nAnything else?",
+        "Should each row be one sample, and which columns do you want?",
+    ],
+)
+def test_prose_only_reply_has_no_table(reply: str) -> None:
+    assert find_table(reply) is None
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The instances:\n- sat-05\n- sat-06\n- sat-07\n",
+        "The instances:\n\n```\nsat-05\nsat-06\n```",
+        "Instances:\n- sat-05, active\n- sat-06, active\n",
+        "| name |\n|---|\n| sat-05 |\n| sat-06 |",
+    ],
+)
+def test_single_column_list_is_not_a_table(reply: str) -> None:
+    assert find_table(reply) is None
+
+
+def test_header_without_data_rows_is_not_a_table() -> None:
+    assert find_table("```csv\ntimestamp,value\n```") is None
+    assert find_table("| a | b |\n|---|---|\n\nNo rows.") is None
+
+
+def test_pipe_table_with_alignment_outer_pipes_and_escaped_pipe() -> None:
+    reply = (
+        "Here you go:\n\n"
+        "| Instance | Site |\n"
+        "|:---|:--:|\n"
+        "| **sat-05** | `Kiruna` |\n"
+        "| sat-06 | Svalbard \\| north |\n"
+        "\nThat's all."
+    )
+    assert find_table(reply) == Table(
+        columns=("Instance", "Site"),
+        rows=(("sat-05", "Kiruna"), ("sat-06", "Svalbard | north")),
+    )
+
+
+def test_pipe_table_without_outer_pipes_pads_short_rows() -> None:
+    reply = "a | b | c\n--- | --- | ---\n1 | 2 | 3\n4 | 5\n"
+    assert find_table(reply) == Table(
+        columns=("a", "b", "c"), rows=(("1", "2", "3"), ("4", "5", ""))
+    )
+
+
+def test_tsv_block_is_a_table() -> None:
+    reply = "Tab separated:\n\ntimestamp\tvalue\n00:00\t12.45\n00:01\t12.43\n"
+    assert find_table(reply) == Table(
+        columns=("timestamp", "value"), rows=(("00:00", "12.45"), ("00:01", "12.43"))
+    )
+
+
+def test_unfenced_csv_keeps_quoted_commas() -> None:
+    reply = 'site,description\nKiruna,"north, inland"\nSvalbard,"north, island"\n'
+    table = find_table(reply)
+    assert table is not None
+    assert table.rows == (("Kiruna", "north, inland"), ("Svalbard", "north, island"))
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "Here is the data, as requested:",
+        "The series continues, one sample per minute.",
+        "Note, values are in volts!",
+        "Two sites, Kiruna and Svalbard, both in the north",
+    ],
+)
+def test_prose_line_with_a_comma_next_to_csv_is_not_a_row(prose: str) -> None:
+    reply = f"{prose}\nsite,code\nKiruna,KIR\nSvalbard,SVA\n{prose}"
+    assert find_table(reply) == Table(
+        columns=("site", "code"), rows=(("Kiruna", "KIR"), ("Svalbard", "SVA"))
+    )
+
+
+def test_sentence_with_the_headers_cell_count_is_not_a_row() -> None:
+    reply = "timestamp,parameter,value\n00:00,V1,12.45\nThe rest, as usual, follows.\n"
+    table = find_table(reply)
+    assert table is not None
+    assert table.rows == (("00:00", "V1", "12.45"),)
+
+
+def test_largest_candidate_wins() -> None:
+    reply = "| a | b |\n|---|---|\n| 1 | 2 |\n\nx,y\n1,2\n3,4\n5,6\n\np\tq\n1\t2\n3\t4\n"
+    table = find_table(reply)
+    assert table is not None
+    assert table.columns == ("x", "y")
+    assert len(table.rows) == 3
+
+
+def test_equal_sizes_first_written_wins() -> None:
+    reply = "x,y\n1,2\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    table = find_table(reply)
+    assert table is not None
+    assert table.columns == ("x", "y")
+
+
+def test_fenced_csv_beats_a_larger_pipe_table() -> None:
+    reply = "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n| 5 | 6 |\n\n```csv\nx,y\n1,2\n```"
+    assert find_table(reply) == Table(columns=("x", "y"), rows=(("1", "2"),))
+
+
+def test_first_fenced_csv_that_parses_wins() -> None:
+    reply = "```csv\nonly\n1\n```\n\n```CSV\nx,y\n1,2\n```\n\n```csv\np,q\n1,2\n3,4\n```"
+    assert find_table(reply) == Table(columns=("x", "y"), rows=(("1", "2"),))
+
+
+def test_fenced_csv_reads_quoted_cells_across_lines() -> None:
+    reply = '```csv\nsite,note\nKiruna,"two\nlines"\n```'
+    assert find_table(reply) == Table(columns=("site", "note"), rows=(("Kiruna", "two\nlines"),))
+
+
+def test_plain_and_tsv_fences_are_candidates() -> None:
+    assert find_table("```\nx,y\n1,2\n```") == Table(columns=("x", "y"), rows=(("1", "2"),))
+    assert find_table("```tsv\nx\ty\n1\t2\n```") == Table(columns=("x", "y"), rows=(("1", "2"),))
+
+
+def test_code_fences_are_not_tables() -> None:
+    reply = (
+        "```python\nrows = f(a, b)\nmore = g(c, d)\n```\n\n"
+        '```json\n{"a": 1, "b": 2}\n{"a": 3, "b": 4}\n```'
+    )
+    assert find_table(reply) is None
+
+
+def test_pipe_table_lines_are_not_read_again_as_csv() -> None:
+    reply = "| a | b |\n|---|---|\n| 1,5 | 2 |\n| 3,5 | 4 |\n"
+    assert find_table(reply) == Table(columns=("a", "b"), rows=(("1,5", "2"), ("3,5", "4")))
