@@ -1,0 +1,150 @@
+"""Ledger contract: turn records by (conversation, turn), listed by seq, found by export id."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from worker.ports import Ledger
+
+
+def run(body: Callable[[Ledger], Awaitable[None]], factory: Any) -> None:
+    """Open a fresh ledger from the factory and run `body` on it."""
+
+    async def main() -> None:
+        async with factory.open() as ledger:
+            await body(ledger)
+
+    asyncio.run(main())
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def record(cid: str, turn_id: str, seq: int | None, *, export_id: str | None = None) -> dict:
+    export = None
+    if export_id is not None:
+        export = {
+            "export_id": export_id,
+            "blob": f"exports/{cid}/{turn_id}/{export_id}.csv",
+            "file_name": "export_20260101_000000.csv",
+            "format": "csv",
+            "row_count": 3,
+            "columns": ["a"],
+            "row_source": "action_rows",
+            "source_artifacts": [],
+            "bytes": 10,
+            "sha256": "0" * 64,
+            "truncated": False,
+        }
+    return {
+        "id": turn_id,
+        "conversation_id": cid,
+        "turn_id": turn_id,
+        "user_id": "u-1",
+        "event_id": f"e-{turn_id}",
+        "seq": seq,
+        "decision": "published" if export else "no_request",
+        "format": "csv" if export else None,
+        "carried": False,
+        "state_after": {"state": "idle", "format": None},
+        "export": export,
+        "processed_at": "2026-01-01T00:00:00Z",
+        "event_sent": export is not None,
+    }
+
+
+def test_get_returns_none_until_put(ledger_factory: Any) -> None:
+    async def body(ledger: Ledger) -> None:
+        cid = new_id("conv")
+        assert await ledger.get(cid, "t1") is None
+        stored = record(cid, "t1", 4)
+        await ledger.put(stored)
+        assert await ledger.get(cid, "t1") == stored
+        assert await ledger.get(new_id("conv"), "t1") is None
+
+    run(body, ledger_factory)
+
+
+def test_put_replaces_the_record_of_the_same_turn(ledger_factory: Any) -> None:
+    async def body(ledger: Ledger) -> None:
+        cid = new_id("conv")
+        await ledger.put(record(cid, "t1", 4, export_id="exp_1"))
+        updated = record(cid, "t1", 4, export_id="exp_1") | {"event_sent": False}
+        await ledger.put(updated)
+        assert await ledger.get(cid, "t1") == updated
+        assert [r["id"] for r in await ledger.list_turns(cid)] == ["t1"]
+
+    run(body, ledger_factory)
+
+
+def test_turns_are_listed_by_seq_per_conversation(ledger_factory: Any) -> None:
+    async def body(ledger: Ledger) -> None:
+        cid, other = new_id("conv"), new_id("conv")
+        for turn_id, seq in [("t3", 30), ("t1", 2), ("t2", 11), ("t10", 100)]:
+            await ledger.put(record(cid, turn_id, seq))
+        await ledger.put(record(other, "t0", 1))
+        assert [r["id"] for r in await ledger.list_turns(cid)] == ["t1", "t2", "t3", "t10"]
+        assert [r["id"] for r in await ledger.list_turns(other)] == ["t0"]
+        assert await ledger.list_turns(new_id("conv")) == []
+
+    run(body, ledger_factory)
+
+
+def test_list_exports_holds_only_published_records(ledger_factory: Any) -> None:
+    async def body(ledger: Ledger) -> None:
+        cid, other = new_id("conv"), new_id("conv")
+        await ledger.put(record(cid, "t2", 20, export_id="exp_b"))
+        await ledger.put(record(cid, "t1", 10, export_id="exp_a"))
+        await ledger.put(record(cid, "t3", 30))
+        await ledger.put(record(other, "t1", 5, export_id="exp_c"))
+        mine = await ledger.list_exports(cid)
+        assert [r["export"]["export_id"] for r in mine] == ["exp_a", "exp_b"]
+        everything = await ledger.list_exports()
+        ours = [
+            r["export"]["export_id"] for r in everything if r["conversation_id"] in {cid, other}
+        ]
+        assert sorted(ours) == ["exp_a", "exp_b", "exp_c"]
+        assert all(r["export"] is not None for r in everything)
+        by_conversation = [r for r in everything if r["conversation_id"] == cid]
+        assert [r["id"] for r in by_conversation] == ["t1", "t2"]
+
+    run(body, ledger_factory)
+
+
+def test_find_export_returns_the_record_holding_it(ledger_factory: Any) -> None:
+    async def body(ledger: Ledger) -> None:
+        cid = new_id("conv")
+        export_id = f"exp_{uuid.uuid4().hex[:20]}"
+        stored = record(cid, "t1", 10, export_id=export_id)
+        await ledger.put(stored)
+        await ledger.put(record(cid, "t2", 20))
+        assert await ledger.find_export(export_id) == stored
+        assert await ledger.find_export(f"exp_{uuid.uuid4().hex[:20]}") is None
+
+    run(body, ledger_factory)
+
+
+# ---- local adapter only --------------------------------------------------------------
+def test_local_turns_without_seq_come_last_in_insertion_order(tmp_path: Any) -> None:
+    from worker.local.store import LocalLedger
+
+    async def main() -> None:
+        ledger = LocalLedger(tmp_path / "worker.db")
+        await ledger.put(record("c", "late-b", None))
+        await ledger.put(record("c", "t2", 2))
+        await ledger.put(record("c", "late-a", None))
+        await ledger.put(record("c", "t1", 1))
+        await ledger.put(record("c", "late-b", None) | {"event_sent": True})  # keeps its place
+        assert [r["id"] for r in await ledger.list_turns("c")] == [
+            "t1",
+            "t2",
+            "late-b",
+            "late-a",
+        ]
+        await ledger.close()
+
+    asyncio.run(main())

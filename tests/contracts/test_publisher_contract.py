@@ -1,0 +1,53 @@
+"""Publisher contract: export.published out; the same message id twice is one event."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from worker.ports import Publisher
+
+
+def run(body: Callable[[Publisher], Awaitable[None]], factory: Any) -> None:
+    """Open a fresh publisher from the factory and run `body` on it."""
+
+    async def main() -> None:
+        async with factory.open() as publisher:
+            await body(publisher)
+
+    asyncio.run(main())
+
+
+def event(export_id: str, **extra: Any) -> bytes:
+    return json.dumps({"type": "export.published", "export_id": export_id, **extra}).encode()
+
+
+def test_publishing_the_same_message_id_twice_is_accepted(publisher_factory: Any) -> None:
+    async def body(publisher: Publisher) -> None:
+        export_id = f"exp_{uuid.uuid4().hex[:20]}"
+        await publisher.publish(export_id, event(export_id))
+        await publisher.publish(export_id, event(export_id))  # a redelivery's resend
+
+    run(body, publisher_factory)
+
+
+def test_sent_lists_each_message_id_once_oldest_first(publisher_factory: Any) -> None:
+    if not publisher_factory.lists_sent:
+        pytest.skip(f"{publisher_factory.name}: the topic cannot list what was sent")
+
+    async def body(publisher: Publisher) -> None:
+        assert await publisher.sent() == []
+        await publisher.publish("exp_b", event("exp_b", n=1))
+        await publisher.publish("exp_a", event("exp_a", n=2))
+        await publisher.publish("exp_b", event("exp_b", n=3))  # duplicate: dropped
+        assert await publisher.sent() == [
+            {"type": "export.published", "export_id": "exp_b", "n": 1},
+            {"type": "export.published", "export_id": "exp_a", "n": 2},
+        ]
+
+    run(body, publisher_factory)

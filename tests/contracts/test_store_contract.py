@@ -1,0 +1,174 @@
+"""Conversation store contract: point reads, partition isolation, bounded newest-first history."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from worker.ports import ConversationStore, NotFound
+
+
+def run(body: Callable[[ConversationStore], Awaitable[None]], factory: Any) -> None:
+    """Open a fresh store from the factory and run `body` on it."""
+
+    async def main() -> None:
+        async with factory.open() as store:
+            await body(store)
+
+    asyncio.run(main())
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def conversation(cid: str, **extra: Any) -> dict[str, Any]:
+    return {"id": cid, "user_id": "u-1", "participants": [], "deleted": False, **extra}
+
+
+def message(cid: str, seq: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": f"{cid}-m{seq:04d}",
+        "conversation_id": cid,
+        "turn_id": f"t{seq // 4}",
+        "seq": seq,
+        "role": "user",
+        "content": f"message {seq}",
+        "created_at": "2026-01-01T00:00:00Z",
+        **extra,
+    }
+
+
+async def collect(store: ConversationStore, cid: str, max_seq: int) -> list[int]:
+    return [doc["seq"] async for doc in store.history(cid, max_seq)]
+
+
+def test_point_reads_return_what_was_put(store_factory: Any) -> None:
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        await store.put_conversation(conversation(cid, participants=["u-2"]))
+        await store.put_message(message(cid, 1))
+        got = await store.get_conversation(cid)
+        assert (got["id"], got["user_id"], got["participants"]) == (cid, "u-1", ["u-2"])
+        got_message = await store.get_message(cid, f"{cid}-m0001")
+        assert (got_message["seq"], got_message["content"]) == (1, "message 1")
+
+    run(body, store_factory)
+
+
+def test_missing_documents_raise_not_found(store_factory: Any) -> None:
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        with pytest.raises(NotFound):
+            await store.get_conversation(cid)
+        await store.put_conversation(conversation(cid))
+        with pytest.raises(NotFound):
+            await store.get_message(cid, "no-such-message")
+
+    run(body, store_factory)
+
+
+def test_put_replaces_the_document(store_factory: Any) -> None:
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        await store.put_conversation(conversation(cid))
+        await store.put_conversation(conversation(cid, deleted=True))
+        assert (await store.get_conversation(cid))["deleted"] is True
+        await store.put_message(message(cid, 1))
+        await store.put_message(message(cid, 1, deleted=True, content=""))
+        got = await store.get_message(cid, f"{cid}-m0001")
+        assert (got["deleted"], got["content"]) == (True, "")
+        assert await collect(store, cid, 10) == [1]
+
+    run(body, store_factory)
+
+
+def test_a_message_is_read_only_in_its_own_partition(store_factory: Any) -> None:
+    async def body(store: ConversationStore) -> None:
+        mine, other = new_id("conv"), new_id("conv")
+        await store.put_message(message(mine, 1))
+        with pytest.raises(NotFound):
+            await store.get_message(other, f"{mine}-m0001")
+
+    run(body, store_factory)
+
+
+def test_history_is_newest_first_and_bounded_by_max_seq(store_factory: Any) -> None:
+    async def body(store: ConversationStore) -> None:
+        cid, neighbour = new_id("conv"), new_id("conv")
+        # Stored out of order, across several pages, next to another conversation.
+        for seq in [*range(130, 0, -2), *range(1, 131, 2)]:
+            await store.put_message(message(cid, seq))
+        for seq in range(1, 20):
+            await store.put_message(message(neighbour, seq))
+        assert await collect(store, cid, 120) == list(range(120, 0, -1))
+        assert await collect(store, cid, 10_000) == list(range(130, 0, -1))
+        assert await collect(store, cid, 0) == []
+        assert await collect(store, new_id("conv"), 100) == []
+        assert await collect(store, neighbour, 5) == [5, 4, 3, 2, 1]
+
+    run(body, store_factory)
+
+
+def test_history_returns_whole_documents_deleted_ones_too(store_factory: Any) -> None:
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        await store.put_message(message(cid, 1))
+        await store.put_message(message(cid, 2, role="tool", deleted=True, results=[]))
+        docs = [doc async for doc in store.history(cid, 2)]
+        assert [(d["seq"], d["role"], d.get("deleted", False)) for d in docs] == [
+            (2, "tool", True),
+            (1, "user", False),
+        ]
+        assert docs[0]["results"] == []
+
+    run(body, store_factory)
+
+
+def test_a_caller_may_stop_reading_history_early(store_factory: Any) -> None:
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        for seq in range(1, 121):
+            await store.put_message(message(cid, seq))
+        first: list[int] = []
+        async for doc in store.history(cid, 120):
+            first.append(doc["seq"])
+            if len(first) == 3:
+                break
+        assert first == [120, 119, 118]
+        assert (await store.get_message(cid, f"{cid}-m0120"))["seq"] == 120
+
+    run(body, store_factory)
+
+
+# ---- local adapter only --------------------------------------------------------------
+def test_local_history_reads_one_page_when_the_caller_stops_early(tmp_path: Any) -> None:
+    from worker.local.store import HISTORY_PAGE_SIZE, LocalConversationStore
+
+    async def main() -> None:
+        store = LocalConversationStore(tmp_path / "worker.db")
+        for seq in range(1, HISTORY_PAGE_SIZE * 3 + 1):
+            await store.put_message(message("c", seq))
+        reads = 0
+        original = store._db.read
+
+        async def counted(work: Any) -> Any:
+            nonlocal reads
+            reads += 1
+            return await original(work)
+
+        store._db.read = counted  # type: ignore[method-assign]
+        async for doc in store.history("c", HISTORY_PAGE_SIZE * 3):
+            if doc["seq"] == HISTORY_PAGE_SIZE * 3 - 5:
+                break
+        assert reads == 1
+        reads = 0
+        assert len([doc async for doc in store.history("c", HISTORY_PAGE_SIZE * 3)]) == 150
+        assert reads == 4  # three full pages, then an empty one
+        await store.close()
+
+    asyncio.run(main())

@@ -1,0 +1,211 @@
+"""Local blobs: files under a root folder, `container/name/with/slashes` -> `root/container/...`.
+
+Writes are staged in `root/.staging/` and moved into place with `os.replace`, so a reader
+sees the old bytes or the new, never a part. The info of a blob (content type, download
+file name, metadata) is a JSON sidecar at `root/.meta/<path>.json`, written (atomically)
+before the content moves in, so it is there as soon as the content is. A blob without a
+sidecar (a file dropped in by hand) reads as `application/octet-stream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import IO
+
+from worker.ports import BlobInfo, NotFound
+
+STAGING_DIR = ".staging"
+META_DIR = ".meta"
+# Staged files older than this belong to a writer that died; opening LocalBlobs drops them.
+STALE_STAGING_SECONDS = 3600.0
+
+
+def blob_parts(path: str) -> list[str]:
+    """The segments of a blob path; ValueError for anything that could leave the root."""
+    if not isinstance(path, str) or "\\" in path or "\x00" in path:
+        raise ValueError(f"invalid blob path {path!r}: backslash or NUL")
+    if path.startswith("/"):
+        raise ValueError(f"invalid blob path {path!r}: absolute")
+    parts = path.split("/")
+    if len(parts) < 2:
+        raise ValueError(f"invalid blob path {path!r}: needs container/name")
+    if any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"invalid blob path {path!r}: empty, '.' or '..' segment")
+    if parts[0].startswith("."):
+        # Container names never start with a dot; the root's own folders do.
+        raise ValueError(f"invalid blob path {path!r}: container starts with '.'")
+    return parts
+
+
+class LocalBlobs:
+    """Blob storage in a folder; stale staged writes are swept when it opens."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = Path(root)
+        self._staging = self._root / STAGING_DIR
+        self._staging.mkdir(parents=True, exist_ok=True)
+        (self._root / META_DIR).mkdir(exist_ok=True)
+        _sweep_staging(self._staging, time.time() - STALE_STAGING_SECONDS)
+
+    async def read(self, path: str, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
+        """Stream the blob in chunks of at most `chunk_size`; NotFound when missing."""
+        if chunk_size <= 0:
+            raise ValueError("chunk_size must be positive")
+        target = self._content(path)
+        try:
+            handle = await asyncio.to_thread(target.open, "rb")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise NotFound(f"blob {path!r} not found") from exc
+        try:
+            while chunk := await asyncio.to_thread(handle.read, chunk_size):
+                yield chunk
+        finally:
+            handle.close()
+
+    async def exists(self, path: str) -> bool:
+        """Whether a blob is at `path`."""
+        return await asyncio.to_thread(self._content(path).is_file)
+
+    async def upload(self, path: str, info: BlobInfo) -> LocalBlobUpload:
+        """Start a staged write; nothing shows at `path` until `commit`."""
+        self._content(path)  # reject a bad path before staging anything
+        handle, temp = await asyncio.to_thread(self._stage)
+        return LocalBlobUpload(self, path, info, handle, temp)
+
+    async def put(self, path: str, data: bytes, content_type: str = "application/json") -> None:
+        """Write a small blob in one call, atomically (file name: the last segment)."""
+        target = self._content(path)
+        info = BlobInfo(content_type=content_type, file_name=target.name, metadata={})
+
+        def write() -> None:
+            handle, temp = self._stage()
+            try:
+                with handle:
+                    handle.write(data)
+                self._install(temp, path, info)
+            finally:
+                temp.unlink(missing_ok=True)
+
+        await asyncio.to_thread(write)
+
+    async def info(self, path: str) -> BlobInfo:
+        """Content type, file name and metadata; NotFound when the blob is missing."""
+        target, sidecar = self._content(path), self._sidecar(path)
+
+        def load() -> BlobInfo:
+            if not target.is_file():
+                raise NotFound(f"blob {path!r} not found")
+            try:
+                raw = json.loads(sidecar.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                return BlobInfo("application/octet-stream", target.name, {})
+            return BlobInfo(raw["content_type"], raw["file_name"], dict(raw["metadata"]))
+
+        return await asyncio.to_thread(load)
+
+    async def close(self) -> None:
+        """Nothing to release: files are opened per call."""
+
+    # ---- used by LocalBlobUpload -----------------------------------------------------
+    def _content(self, path: str) -> Path:
+        return self._root.joinpath(*blob_parts(path))
+
+    def _sidecar(self, path: str) -> Path:
+        *folders, name = blob_parts(path)
+        return self._root.joinpath(META_DIR, *folders, f"{name}.json")
+
+    def _stage(self) -> tuple[IO[bytes], Path]:
+        fd, name = tempfile.mkstemp(dir=self._staging, suffix=".part")
+        return os.fdopen(fd, "wb"), Path(name)
+
+    def _install(self, temp: Path, path: str, info: BlobInfo) -> None:
+        """Sidecar first, then the content, each moved into place whole."""
+        sidecar_doc = {
+            "content_type": info.content_type,
+            "file_name": info.file_name,
+            "metadata": dict(info.metadata),
+        }
+        handle, sidecar_temp = self._stage()
+        try:
+            with handle:
+                handle.write(json.dumps(sidecar_doc).encode("utf-8"))
+            sidecar = self._sidecar(path)
+            sidecar.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(sidecar_temp, sidecar)
+        finally:
+            sidecar_temp.unlink(missing_ok=True)
+        target = self._content(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(temp, target)
+
+
+class LocalBlobUpload:
+    """A staged write to one blob path."""
+
+    def __init__(
+        self,
+        blobs: LocalBlobs,
+        path: str,
+        info: BlobInfo,
+        handle: IO[bytes],
+        temp: Path,
+    ) -> None:
+        self._blobs = blobs
+        self._path = path
+        self._info = info
+        self._handle = handle
+        self._temp = temp
+        self._state = "open"  # open -> committed | aborted
+
+    async def write(self, chunk: bytes) -> None:
+        """Append bytes to the staged file."""
+        self._require_open()
+        await asyncio.to_thread(self._handle.write, chunk)
+
+    async def commit(self) -> None:
+        """Move the staged bytes (and the info sidecar) into place."""
+        self._require_open()
+        self._state = "committed"
+
+        def install() -> None:
+            try:
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+                self._handle.close()
+                self._blobs._install(self._temp, self._path, self._info)
+            finally:
+                self._handle.close()
+                self._temp.unlink(missing_ok=True)
+
+        await asyncio.to_thread(install)
+
+    async def abort(self) -> None:
+        """Drop the staged bytes; the path keeps what it held. Idempotent."""
+        if self._state != "open":
+            return
+        self._state = "aborted"
+
+        def drop() -> None:
+            self._handle.close()
+            self._temp.unlink(missing_ok=True)
+
+        await asyncio.to_thread(drop)
+
+    def _require_open(self) -> None:
+        if self._state != "open":
+            raise RuntimeError(f"upload to {self._path!r} is already {self._state}")
+
+
+def _sweep_staging(staging: Path, older_than: float) -> None:
+    for entry in staging.iterdir():
+        try:
+            if entry.is_file() and entry.stat().st_mtime < older_than:
+                entry.unlink()
+        except FileNotFoundError:
+            continue  # another process swept it first

@@ -1,0 +1,231 @@
+"""Local conversation store and ledger: JSON documents in SQLite, keyed like their Cosmos
+containers (conversations by id; messages and turn records by conversation, then id)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from worker.local.database import Database
+from worker.ports import NotFound
+
+# Rows per history page: a caller that stops after the first few messages reads one page.
+HISTORY_PAGE_SIZE = 50
+
+STORE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    doc TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    conversation_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    seq INTEGER,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, id)
+);
+CREATE INDEX IF NOT EXISTS messages_by_seq ON messages (conversation_id, seq, id)
+"""
+
+LEDGER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS turns (
+    conversation_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    seq INTEGER,
+    export_id TEXT,
+    has_export INTEGER NOT NULL DEFAULT 0,
+    decision TEXT,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, id)
+);
+CREATE INDEX IF NOT EXISTS turns_by_export_id ON turns (export_id)
+"""
+
+# NULL seq last, then insertion order (an upsert keeps the row's rowid).
+_TURN_ORDER = "seq IS NULL, seq, rowid"
+
+
+class LocalConversationStore:
+    """Conversations and messages in `db_path`."""
+
+    def __init__(self, db_path: Path) -> None:
+        self._db = Database(db_path, STORE_SCHEMA)
+
+    async def get_conversation(self, conversation_id: str) -> dict[str, Any]:
+        """Point-read a conversation; NotFound when missing."""
+        row = await self._db.read(
+            lambda c: c.execute(
+                "SELECT doc FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        )
+        if row is None:
+            raise NotFound(f"conversation {conversation_id!r} not found")
+        return _load(row["doc"])
+
+    async def get_message(self, conversation_id: str, message_id: str) -> dict[str, Any]:
+        """Point-read a message of the conversation; NotFound when missing."""
+        row = await self._db.read(
+            lambda c: c.execute(
+                "SELECT doc FROM messages WHERE conversation_id = ? AND id = ?",
+                (conversation_id, message_id),
+            ).fetchone()
+        )
+        if row is None:
+            raise NotFound(f"message {message_id!r} not found in {conversation_id!r}")
+        return _load(row["doc"])
+
+    async def history(self, conversation_id: str, max_seq: int) -> AsyncIterator[dict[str, Any]]:
+        """Messages with seq <= max_seq, newest first, read a page at a time (keyset on seq).
+
+        Every stored document is yielded, soft-deleted ones included: the handler filters.
+        Messages without an integer seq are never part of a history.
+        """
+        after: tuple[int, str] | None = None
+        while True:
+            page = await self._db.read(
+                lambda c, after=after: _history_page(c, conversation_id, max_seq, after)
+            )
+            for row in page:
+                yield _load(row["doc"])
+            if len(page) < HISTORY_PAGE_SIZE:
+                return
+            after = (page[-1]["seq"], page[-1]["id"])
+
+    async def put_conversation(self, document: Mapping[str, Any]) -> None:
+        """Insert or replace a conversation."""
+        conversation_id = _required(document, "id")
+        doc = json.dumps(dict(document))
+        await self._db.write(
+            lambda c: c.execute(
+                "INSERT INTO conversations (id, doc) VALUES (?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET doc = excluded.doc",
+                (conversation_id, doc),
+            )
+        )
+
+    async def put_message(self, document: Mapping[str, Any]) -> None:
+        """Insert or replace a message."""
+        key = (_required(document, "conversation_id"), _required(document, "id"))
+        seq, doc = _int_or_none(document.get("seq")), json.dumps(dict(document))
+        await self._db.write(
+            lambda c: c.execute(
+                "INSERT INTO messages (conversation_id, id, seq, doc) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (conversation_id, id) DO UPDATE"
+                " SET seq = excluded.seq, doc = excluded.doc",
+                (*key, seq, doc),
+            )
+        )
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._db.close()
+
+
+class LocalLedger:
+    """Turn records in `db_path`: one per (conversation_id, turn id)."""
+
+    def __init__(self, db_path: Path) -> None:
+        self._db = Database(db_path, LEDGER_SCHEMA)
+
+    async def get(self, conversation_id: str, turn_id: str) -> dict[str, Any] | None:
+        """The turn record, or None."""
+        row = await self._db.read(
+            lambda c: c.execute(
+                "SELECT doc FROM turns WHERE conversation_id = ? AND id = ?",
+                (conversation_id, turn_id),
+            ).fetchone()
+        )
+        return None if row is None else _load(row["doc"])
+
+    async def put(self, record: Mapping[str, Any]) -> None:
+        """Insert or replace the turn record."""
+        key = (_required(record, "conversation_id"), _required(record, "id"))
+        export = record.get("export")
+        export_id = export.get("export_id") if isinstance(export, Mapping) else None
+        values = (
+            _int_or_none(record.get("seq")),
+            export_id if isinstance(export_id, str) else None,
+            int(export is not None),
+            record.get("decision"),
+            json.dumps(dict(record)),
+        )
+        await self._db.write(
+            lambda c: c.execute(
+                "INSERT INTO turns (conversation_id, id, seq, export_id, has_export, decision,"
+                " doc) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id, id) DO UPDATE"
+                " SET seq = excluded.seq, export_id = excluded.export_id,"
+                " has_export = excluded.has_export, decision = excluded.decision,"
+                " doc = excluded.doc",
+                (*key, *values),
+            )
+        )
+
+    async def list_turns(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's turn records by seq (records without seq last, as inserted)."""
+        rows = await self._db.read(
+            lambda c: c.execute(
+                f"SELECT doc FROM turns WHERE conversation_id = ? ORDER BY {_TURN_ORDER}",
+                (conversation_id,),
+            ).fetchall()
+        )
+        return [_load(row["doc"]) for row in rows]
+
+    async def list_exports(self, conversation_id: str | None = None) -> list[dict[str, Any]]:
+        """Records whose `export` is set, by conversation then seq; optionally of one."""
+        query, params = "SELECT doc FROM turns WHERE has_export = 1", ()
+        if conversation_id is not None:
+            query, params = query + " AND conversation_id = ?", (conversation_id,)
+        rows = await self._db.read(
+            lambda c: c.execute(
+                f"{query} ORDER BY conversation_id, {_TURN_ORDER}", params
+            ).fetchall()
+        )
+        return [_load(row["doc"]) for row in rows]
+
+    async def find_export(self, export_id: str) -> dict[str, Any] | None:
+        """The turn record holding this export id, or None."""
+        row = await self._db.read(
+            lambda c: c.execute(
+                "SELECT doc FROM turns WHERE export_id = ? ORDER BY rowid LIMIT 1", (export_id,)
+            ).fetchone()
+        )
+        return None if row is None else _load(row["doc"])
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._db.close()
+
+
+def _history_page(
+    connection: sqlite3.Connection,
+    conversation_id: str,
+    max_seq: int,
+    after: tuple[int, str] | None,
+) -> list[sqlite3.Row]:
+    query = "SELECT seq, id, doc FROM messages WHERE conversation_id = ? AND seq <= ?"
+    params: tuple[Any, ...] = (conversation_id, max_seq)
+    if after is not None:
+        # Keyset on (seq, id): equal seqs (never in valid data) still page without loss.
+        query += " AND (seq < ? OR (seq = ? AND id < ?))"
+        params += (after[0], after[0], after[1])
+    query += " ORDER BY seq DESC, id DESC LIMIT ?"
+    return connection.execute(query, (*params, HISTORY_PAGE_SIZE)).fetchall()
+
+
+def _required(document: Mapping[str, Any], key: str) -> str:
+    value = document.get(key)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"document needs a non-empty string {key!r}")
+    return value
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _load(doc: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(doc)
+    return loaded
