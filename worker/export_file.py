@@ -1,0 +1,90 @@
+"""Writing an export: rows → serialiser → size cap and digest → staged blob upload."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from handlers.serialisers import CONTENT_TYPES
+from handlers.serialisers.csv_file import csv_chunks
+from handlers.serialisers.json_file import json_chunks
+from handlers.serialisers.xlsx_file import MAX_XLSX_DATA_ROWS, write_xlsx
+from handlers.serialisers.xml_file import xml_chunks
+from schemas.records import ExportFormat
+from worker.ports import BlobInfo, Blobs
+
+
+class TooLarge(Exception):
+    """The file would pass the size cap or the format's row limit: nothing is published."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the upload committed."""
+
+    bytes: int
+    sha256: str
+
+
+async def write_export(
+    blobs: Blobs,
+    path: str,
+    info: BlobInfo,
+    fmt: ExportFormat,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    row_count: int,
+    *,
+    max_bytes: int,
+    csv_bom: bool,
+) -> Written:
+    """Serialise and upload; the blob becomes visible whole on commit or not at all."""
+    if fmt == "xlsx" and row_count > MAX_XLSX_DATA_ROWS:
+        raise TooLarge(f"{row_count} rows is more than a sheet holds")
+    upload = await blobs.upload(path, info)
+    digest = hashlib.sha256()
+    total = 0
+    try:
+        for chunk in _chunks(fmt, columns, rows, csv_bom=csv_bom):
+            total += len(chunk)
+            if total > max_bytes:
+                raise TooLarge(f"the file passes the {max_bytes} byte cap")
+            digest.update(chunk)
+            await upload.write(chunk)
+            await asyncio.sleep(0)  # let lock renewal and shutdown run between chunks
+        await upload.commit()
+    except BaseException:
+        await upload.abort()
+        raise
+    return Written(bytes=total, sha256=digest.hexdigest())
+
+
+def content_type(fmt: ExportFormat) -> str:
+    """The content type an export of `fmt` is stored with."""
+    return CONTENT_TYPES[fmt]
+
+
+def _chunks(
+    fmt: ExportFormat, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, csv_bom: bool
+) -> Iterator[bytes]:
+    if fmt == "csv":
+        return csv_chunks(columns, rows, bom=csv_bom)
+    if fmt == "json":
+        return json_chunks(columns, rows)
+    if fmt == "xml":
+        return xml_chunks(columns, rows)
+    return _xlsx_chunks(columns, rows)
+
+
+def _xlsx_chunks(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[bytes]:
+    # xlsxwriter's constant-memory mode writes through temporary files; the zip lands in
+    # another temporary file that is then streamed like the other formats.
+    with tempfile.TemporaryFile() as sink:
+        write_xlsx(columns, rows, sink)
+        sink.seek(0)
+        while chunk := sink.read(1 << 20):
+            yield chunk

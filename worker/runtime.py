@@ -1,0 +1,234 @@
+"""The worker runtime: receive, lock, settle, retry, dead-letter, shut down.
+
+N session workers share one queue. Each accepts the next available session (one holder at a
+time, FIFO inside it), serves it until it goes idle, then releases it. Each message's fate is
+mapped from the handler's outcome in one place (`settle`). SIGTERM/SIGINT stop taking
+sessions; work in flight gets the grace period, then is abandoned (redelivered later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+from handlers.errors import ExportError, PermanentError, RetryableError
+from worker.handler import TurnHandler
+from worker.logs import get_logger
+from worker.ports import LockLost, PortError, QueueMessage, Session, TransientStoreError
+from worker.retry import RetryPolicy
+
+ACCEPT_WAIT_SECONDS = 1.0
+MAX_DESCRIPTION = 480
+
+
+@dataclass
+class RunStats:
+    """Counters for one run, printed by `run` on exit."""
+
+    completed: int = 0
+    dead_lettered: int = 0
+    retried: int = 0
+    lock_lost: int = 0
+    by_decision: dict[str, int] = field(default_factory=dict)
+
+
+class Runtime:
+    """Serves sessions from the queue with a handler until stopped (or drained)."""
+
+    def __init__(
+        self,
+        handler: TurnHandler,
+        *,
+        concurrency: int,
+        retry: RetryPolicy,
+        lock_duration: float,
+        session_idle: float,
+        shutdown_grace: float,
+    ) -> None:
+        self.handler = handler
+        self.queue = handler.backend.queue
+        self.concurrency = concurrency
+        self.retry = retry
+        self.lock_duration = lock_duration
+        self.session_idle = session_idle
+        self.shutdown_grace = shutdown_grace
+        self.stats = RunStats()
+        self._stopping = asyncio.Event()
+        self._in_flight = 0
+        self._log = get_logger()
+
+    def stop(self) -> None:
+        """Stop taking sessions; what is in flight finishes within the grace period."""
+        if not self._stopping.is_set():
+            self._log.info("worker_stopping")
+        self._stopping.set()
+
+    async def run(self, *, drain: bool = False) -> RunStats:
+        """Serve until stopped; with `drain`, until the queue is empty and nothing is in flight."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
+        self._log.info("worker_started", concurrency=self.concurrency, drain=drain)
+        workers = [asyncio.create_task(self._serve(drain)) for _ in range(self.concurrency)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(sig)
+        self._log.info("worker_stopped", **_stats_fields(self.stats))
+        return self.stats
+
+    async def _serve(self, drain: bool) -> None:
+        while not self._stopping.is_set():
+            try:
+                session = await self.queue.accept_session(ACCEPT_WAIT_SECONDS)
+            except PortError as exc:
+                self._log.warning("session_accept_failed", error=type(exc).__name__)
+                await self._pause(1.0)
+                continue
+            if session is None:
+                if drain and self._in_flight == 0 and await self.queue.is_drained():
+                    self.stop()
+                continue
+            self._in_flight += 1
+            try:
+                await self._serve_session(session)
+            finally:
+                self._in_flight -= 1
+                with contextlib.suppress(Exception):
+                    await session.close()
+
+    async def _serve_session(self, session: Session) -> None:
+        # The session lock is renewed for as long as the session is held, not only while a
+        # message is handled: receiving does not extend it (Service Bus semantics).
+        renewer = asyncio.create_task(self._renew(session))
+        try:
+            while not self._stopping.is_set():
+                message = await session.receive(self.session_idle)
+                if message is None:
+                    return
+                await self._process(session, message)
+        except LockLost:
+            self.stats.lock_lost += 1
+            self._log.warning("session_lock_lost", session_id=session.session_id)
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(BaseException):
+                await renewer
+
+    async def _process(self, session: Session, message: QueueMessage) -> None:
+        work = asyncio.create_task(self.handler.handle(message))
+        try:
+            await self._until_done_or_grace(work)
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(BaseException):
+                    await work
+                self._log.warning("turn_abandoned_on_shutdown", **_ids(message))
+                with contextlib.suppress(Exception):
+                    await session.abandon(message)
+                return
+            await self.settle(session, message, work)
+        except LockLost:
+            self.stats.lock_lost += 1
+            self._log.warning("message_lock_lost", **_ids(message))
+
+    async def _until_done_or_grace(self, work: asyncio.Task[Any]) -> None:
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():
+                await asyncio.wait({work}, timeout=self.shutdown_grace)
+        finally:
+            stopping.cancel()
+
+    async def settle(
+        self, session: Session, message: QueueMessage, work: asyncio.Task[Any]
+    ) -> None:
+        """Map the handler's outcome to complete / abandon with backoff / dead-letter."""
+        exc = work.exception()
+        if exc is None:
+            record = work.result()
+            await session.complete(message)
+            self.stats.completed += 1
+            self.stats.by_decision[record.decision] = (
+                self.stats.by_decision.get(record.decision, 0) + 1
+            )
+            return
+        if isinstance(exc, LockLost):
+            raise exc
+        if isinstance(exc, PermanentError):
+            await self._dead_letter(session, message, exc.reason, exc.description)
+            return
+        if isinstance(exc, RetryableError | TransientStoreError):
+            reason = exc.reason if isinstance(exc, ExportError) else "transient_failure"
+            description = exc.description if isinstance(exc, ExportError) else _short(exc)
+            if self.retry.exhausted(message.delivery_count):
+                await self._dead_letter(session, message, reason, description)
+                return
+            delay = self.retry.delay(message.delivery_count)
+            self._log.info(
+                "turn_retry_scheduled",
+                reason=reason,
+                attempt=message.delivery_count,
+                delay_seconds=delay,
+                **_ids(message),
+            )
+            await session.abandon(message, delay)
+            self.stats.retried += 1
+            return
+        # Anything else is a bug: keep its type and a short message, never row data.
+        self._log.error("handler_failed", error=type(exc).__name__, **_ids(message), exc_info=exc)
+        await self._dead_letter(session, message, "handler_error", _short(exc))
+
+    async def _dead_letter(
+        self, session: Session, message: QueueMessage, reason: str, description: str
+    ) -> None:
+        await session.dead_letter(message, reason, description[:MAX_DESCRIPTION])
+        self.stats.dead_lettered += 1
+        self._log.warning("message_dead_lettered", reason=reason, **_ids(message))
+
+    async def _renew(self, session: Session) -> None:
+        """Renew the session lock well before it lapses, for as long as the handler runs."""
+        interval = max(0.05, self.lock_duration / 3)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await session.renew_lock()
+            except PortError as exc:
+                self._log.warning("lock_renewal_failed", error=type(exc).__name__)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+
+def _short(exc: BaseException) -> str:
+    """The exception type and where it was raised: an exception's text may hold row values."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else ""
+    return f"{type(exc).__name__}{where}"
+
+
+def _ids(message: QueueMessage) -> dict[str, Any]:
+    return {
+        "sequence_number": message.sequence_number,
+        "message_id": message.message_id,
+        "session_id": message.session_id,
+    }
+
+
+def _stats_fields(stats: RunStats) -> dict[str, Any]:
+    return {
+        "completed": stats.completed,
+        "dead_lettered": stats.dead_lettered,
+        "retried": stats.retried,
+        "lock_lost": stats.lock_lost,
+    }
