@@ -23,7 +23,9 @@ def _drop_secrets(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
-def configure(level: str = "info", stream: TextIO | None = None, pretty: bool | None = None) -> None:
+def configure(
+    level: str = "info", stream: TextIO | None = None, pretty: bool | None = None
+) -> None:
     """Configure structlog for the process."""
     out = stream or sys.stderr
     if pretty is None:

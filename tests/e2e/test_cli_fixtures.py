@@ -1,0 +1,246 @@
+"""End to end through the real CLI on the local backend: the public fixtures and operations."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_driver import Cli, csv_rows, load_fixture
+
+PUBLIC = ["headline", "clarify_then_answer", "two_small_groups"]
+
+
+def _same(want: Any, got: str) -> bool:
+    if isinstance(want, bool):
+        return got == ("true" if want else "false")
+    if isinstance(want, int | float):
+        return math.isclose(float(got), float(want), abs_tol=1e-9)
+    return got == want
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    home = tmp_path / "home"
+    home.mkdir()
+    return Cli(home)
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_public_fixture_decides_and_exports_as_expected(cli: Cli, name: str) -> None:
+    _, expected = load_fixture(name)
+    fixture_path = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+    cli.run("dev", "seed", str(fixture_path / f"{name}.fixture.json"))
+    cli.run("run", "--drain")
+
+    assert cli.json("dlq", "list") == []
+    for cid in expected["conversations"]:
+        records = cli.json("turns", "list", "--conversation", cid)
+        assert sorted(r["turn_id"] for r in records) == sorted(
+            t for t, e in expected["turns"].items() if e["conversation_id"] == cid
+        )
+        for record in records:
+            want = expected["turns"][record["turn_id"]]
+            for key in ("decision", "format", "carried", "user_id", "event_id"):
+                assert record[key] == want[key], key
+            assert record["state_after"] == want["state_after"]
+            if want["export"] is None:
+                assert record["export"] is None
+                continue
+            _check_export(cli, record, want["export"])
+
+    events = cli.json("dev", "events")
+    published = [e for e in expected["turns"].values() if e["decision"] == "published"]
+    assert sorted(e["export_id"] for e in events) == sorted(
+        e["export"]["export_id"] for e in published
+    )
+
+
+def _check_export(cli: Cli, record: dict[str, Any], want: dict[str, Any]) -> None:
+    export = record["export"]
+    assert record["event_sent"] is True
+    for key in ("format", "export_id", "blob", "row_source", "row_count", "truncated"):
+        assert export[key] == want[key], key
+    if want.get("columns_exact") is not None:
+        assert export["columns"] == want["columns_exact"]
+    for column in want.get("columns_required") or []:
+        assert column in export["columns"]
+    for column in want.get("columns_forbidden") or []:
+        assert column not in export["columns"]
+    if want.get("source_artifacts") is not None:
+        assert sorted(export["source_artifacts"]) == want["source_artifacts"]
+    for path in want.get("source_artifacts_include") or []:
+        assert path in export["source_artifacts"]
+
+    data = cli.export_bytes(export["export_id"])
+    assert export["bytes"] == len(data)
+    assert export["sha256"] == hashlib.sha256(data).hexdigest()
+    assert data.startswith(b"\xef\xbb\xbf")
+    assert b"\n" not in data.replace(b"\r\n", b"")
+    header, rows = csv_rows(data)
+    assert header == export["columns"]
+    assert len(rows) == want["row_count"]
+    for label, index in (("first_row", 0), ("last_row", -1)):
+        for column, value in (want.get(label) or {}).items():
+            assert _same(value, rows[index][column]), (label, column)
+    for partial in want.get("rows_include") or []:
+        assert any(all(_same(v, r.get(c, "")) for c, v in partial.items()) for r in rows)
+    for column, counts in (want.get("value_counts") or {}).items():
+        got: dict[str, int] = {}
+        for r in rows:
+            got[r[column]] = got.get(r[column], 0) + 1
+        assert got == counts
+
+
+def test_malformed_event_is_dead_lettered_and_next_good_turn_still_published(
+    cli: Cli, tmp_path: Path
+) -> None:
+    fixture, expected = load_fixture("headline")
+    good = fixture["events"][0]
+    fixture["events"] = []
+    seeded = tmp_path / "seed.json"
+    seeded.write_text(json.dumps(fixture))
+    cli.run("dev", "seed", str(seeded))
+    wrong_version = {**good, "version": 2, "event_id": "evt_v2"}
+    missing = {k: v for k, v in good.items() if k != "reply_message_id"}
+    lines = [b"this is not json", json.dumps(wrong_version).encode(), json.dumps(missing).encode()]
+    lines.append(json.dumps(good).encode())
+    cli.run("send", "-", input=b"\n".join(lines))
+    cli.run("run", "--drain")
+
+    dead = cli.json("dlq", "list")
+    assert [d["reason"] for d in dead] == ["schema_invalid"] * 3
+    assert all(
+        set(d)
+        >= {
+            "sequence_number",
+            "message_id",
+            "session_id",
+            "description",
+            "enqueued_at",
+            "delivery_count",
+        }
+        for d in dead
+    )
+    records = cli.json("turns", "list", "--conversation", good["conversation_id"])
+    assert [r["decision"] for r in records] == ["published"]
+    want = expected["turns"][good["turn_id"]]["export"]
+    assert records[0]["export"]["row_count"] == want["row_count"]
+
+
+def test_replaying_a_turn_that_was_meanwhile_published_changes_nothing(
+    cli: Cli, tmp_path: Path
+) -> None:
+    fixture, _ = load_fixture("headline")
+    good = fixture["events"][0]
+    conversations = fixture["conversations"]
+    # The conversation is not visible yet: the event is retried, then dead-lettered.
+    seeded = tmp_path / "seed.json"
+    seeded.write_text(json.dumps({**fixture, "conversations": []}))
+    cli.extra_env = {"EXPORT_WORKER_MAX_ATTEMPTS": "2"}
+    cli.run("dev", "seed", str(seeded))
+    cli.run("run", "--drain")
+    [dead] = cli.json("dlq", "list")
+    assert dead["reason"] == "conversation_not_found"
+    assert dead["session_id"] == good["conversation_id"]
+    assert dead["delivery_count"] == 2
+
+    # Meanwhile the conversation appears and the chat service re-sends: published once.
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps({"conversations": conversations, "events": [good]}))
+    cli.run("dev", "seed", str(later))
+    cli.run("run", "--drain")
+    [first] = cli.json("turns", "list", "--conversation", good["conversation_id"])
+    assert first["decision"] == "published"
+
+    # The operator replays the old dead letter: a no-op, nothing doubles.
+    assert "would replay" in cli.run("dlq", "replay", "--all", "--dry-run").stdout.decode()
+    assert len(cli.json("dlq", "list")) == 1
+    cli.run("dlq", "replay", str(dead["sequence_number"]))
+    assert cli.json("dlq", "list") == []
+    cli.run("run", "--drain")
+    assert cli.json("dlq", "list") == []
+    assert cli.json("turns", "list", "--conversation", good["conversation_id"]) == [first]
+    assert len(cli.json("dev", "events")) == 1
+    assert len(cli.json("exports", "list")) == 1
+    exports_dir = cli.home / "blobs" / "exports" / good["conversation_id"]
+    assert len([p for p in exports_dir.rglob("*") if p.is_file()]) == 1
+
+
+def test_two_run_processes_on_one_home_export_every_turn_once(cli: Cli, tmp_path: Path) -> None:
+    fixture, _ = load_fixture("two_small_groups")
+    base_conv = fixture["conversations"][0]
+    conversations, messages, artifacts, events = [], [], {}, []
+    for n in range(12):
+        cid = f"{base_conv['id']}_{n}"
+        conversations.append({**base_conv, "id": cid})
+        for m in fixture["messages"]:
+            results = [
+                {**r, "artifact": r["artifact"].replace(base_conv["id"], cid)}
+                for r in m.get("results", [])
+            ]
+            copy = {**m, "id": f"{m['id']}_{n}", "conversation_id": cid}
+            if results:
+                copy["results"] = results
+            messages.append(copy)
+        for path, value in fixture["artifacts"].items():
+            artifacts[path.replace(base_conv["id"], cid)] = value
+        for e in fixture["events"]:
+            events.append(
+                {
+                    **e,
+                    "conversation_id": cid,
+                    "event_id": f"{e['event_id']}_{n}",
+                    "user_message_id": f"{e['user_message_id']}_{n}",
+                    "reply_message_id": f"{e['reply_message_id']}_{n}",
+                }
+            )
+    seeded = tmp_path / "many.json"
+    seeded.write_text(
+        json.dumps(
+            {
+                "conversations": conversations,
+                "messages": messages,
+                "artifacts": artifacts,
+                "events": events,
+            }
+        )
+    )
+    cli.run("dev", "seed", str(seeded))
+    first, second = cli.popen("run", "--drain"), cli.popen("run", "--drain")
+    assert first.wait(timeout=120) == 0
+    assert second.wait(timeout=120) == 0
+
+    exports = cli.json("exports", "list")
+    assert len(exports) == 12
+    assert len({e["export_id"] for e in exports}) == 12
+    events_sent = cli.json("dev", "events")
+    assert sorted(e["export_id"] for e in events_sent) == sorted(e["export_id"] for e in exports)
+    assert cli.json("dlq", "list") == []
+
+
+def test_usage_error_exits_2_with_one_line(cli: Cli) -> None:
+    proc = cli.run("turns", "list", check=False)
+    assert proc.returncode == 2
+    assert len(proc.stderr.decode().strip().splitlines()) == 1
+
+
+def test_missing_export_id_exits_1_with_a_clear_message(cli: Cli) -> None:
+    proc = cli.run("exports", "get", "exp_nothing", check=False)
+    assert proc.returncode == 1
+    assert "exp_nothing" in proc.stderr.decode()
+    assert len(proc.stderr.decode().strip().splitlines()) == 1
+
+
+def test_json_output_is_only_json(cli: Cli) -> None:
+    for args in (
+        ("dlq", "list"),
+        ("exports", "list"),
+        ("dev", "events"),
+        ("turns", "list", "--conversation", "nobody"),
+    ):
+        out = cli.run(*args, "--json").stdout
+        assert json.loads(out) == []

@@ -1,0 +1,397 @@
+"""`export-worker`: run the worker, feed it, look into its stores, operate its dead letters.
+
+`--json` prints one JSON array on stdout and nothing else there. Exit 0 on success, 2 on a
+usage error, 1 on any other failure, each failure with one line on stderr (SPEC section 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from worker import logs
+from worker.backends import open_backend
+from worker.handler import TurnHandler
+from worker.ports import Backend, DeadLetter, NotFound
+from worker.retry import RetryPolicy
+from worker.runtime import Runtime
+from worker.settings import Settings
+
+T = TypeVar("T")
+
+
+class Failure(Exception):
+    """A failure to report in one line with exit code 1."""
+
+
+def _with_backend(work: Callable[[Backend, Settings], Awaitable[T]]) -> T:
+    settings = Settings()
+
+    async def main() -> T:
+        backend = await open_backend(settings)
+        try:
+            return await work(backend, settings)
+        finally:
+            await backend.close()
+
+    return asyncio.run(main())
+
+
+def _print_json(items: list[dict[str, Any]]) -> None:
+    click.echo(json.dumps(items, ensure_ascii=False, indent=None))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--log-level", default=None, help="Log level on stderr (run: info, else warning).")
+@click.pass_context
+def cli(ctx: click.Context, log_level: str | None) -> None:
+    """Turn a chat agent's retrieved data into the file the user asked for."""
+    ctx.obj = log_level
+    logs.configure(level=log_level or "warning")
+
+
+# --------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--drain", is_flag=True, help="Exit 0 once the queue is empty.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Session workers.")
+@click.pass_context
+def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
+    """Consume turn.completed events until stopped (SIGTERM/SIGINT) or drained."""
+    logs.configure(level=ctx.obj or "info")
+
+    async def work(backend: Backend, settings: Settings) -> None:
+        runtime = Runtime(
+            TurnHandler(backend, settings),
+            concurrency=concurrency or settings.concurrency,
+            retry=RetryPolicy(
+                settings.max_attempts, settings.backoff_base_seconds, settings.backoff_max_seconds
+            ),
+            lock_duration=settings.lock_duration_seconds,
+            session_idle=settings.session_idle_seconds,
+            shutdown_grace=settings.shutdown_grace_seconds,
+        )
+        await runtime.run(drain=drain)
+
+    _with_backend(work)
+
+
+@cli.command()
+@click.argument("source", type=click.File("rb"))
+def send(source: Any) -> None:
+    """Enqueue turn.completed events from FILE (or - for stdin): one JSON object or JSON lines."""
+    bodies = _split_bodies(source.read())
+
+    async def work(backend: Backend, _: Settings) -> int:
+        for body in bodies:
+            await _enqueue(backend, body)
+        return len(bodies)
+
+    count = _with_backend(work)
+    click.echo(f"enqueued {count} event(s)", err=True)
+
+
+def _split_bodies(data: bytes) -> list[bytes]:
+    """One JSON value is one event; anything else is one event per non-empty line."""
+    try:
+        json.loads(data)
+        return [data.strip()]
+    except ValueError:
+        return [line.strip() for line in data.splitlines() if line.strip()]
+
+
+async def _enqueue(backend: Backend, body: bytes) -> None:
+    session_id, message_id = "", uuid.uuid4().hex
+    try:
+        value = json.loads(body)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        if isinstance(value.get("conversation_id"), str):
+            session_id = value["conversation_id"]
+        if isinstance(value.get("event_id"), str) and value["event_id"]:
+            message_id = value["event_id"]
+    await backend.queue.send(body, session_id, message_id=message_id)
+
+
+# --------------------------------------------------------------------------------------
+@cli.group()
+def dev() -> None:
+    """Development helpers for the local backend."""
+
+
+@dev.command("seed")
+@click.argument("fixture", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def dev_seed(fixture: Path) -> None:
+    """Load a fixture into the stores and enqueue its events, in order, exactly as given."""
+    try:
+        data = json.loads(fixture.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise Failure(f"cannot read fixture {fixture}: {exc}") from None
+    if not isinstance(data, dict):
+        raise Failure(f"fixture {fixture} is not a JSON object")
+
+    async def work(backend: Backend, _: Settings) -> None:
+        for conversation in data.get("conversations", []):
+            await backend.store.put_conversation(conversation)
+        for message in data.get("messages", []):
+            await backend.store.put_message(message)
+        for path, value in (data.get("artifacts") or {}).items():
+            await backend.blobs.put(path, json.dumps(value, ensure_ascii=False).encode())
+        for event in data.get("events", []):
+            # A string stands for a raw body (e.g. one that is not JSON at all).
+            body = event.encode() if isinstance(event, str) else json.dumps(event).encode()
+            await _enqueue(backend, body)
+
+    _with_backend(work)
+    click.echo(
+        f"seeded {len(data.get('conversations', []))} conversation(s), "
+        f"{len(data.get('messages', []))} message(s), {len(data.get('artifacts') or {})} "
+        f"artifact(s), {len(data.get('events', []))} event(s)",
+        err=True,
+    )
+
+
+@dev.command("events")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def dev_events(as_json: bool) -> None:
+    """The export.published events sent (local backend: its outbox)."""
+
+    async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
+        return await backend.publisher.sent()
+
+    events = _with_backend(work)
+    if as_json:
+        _print_json(events)
+        return
+    for e in events:
+        click.echo(
+            f"{e.get('export_id')}  {e.get('format')}  {e.get('row_count')} rows  "
+            f"{e.get('conversation_id')}/{e.get('turn_id')}"
+        )
+
+
+# --------------------------------------------------------------------------------------
+@cli.group()
+def turns() -> None:
+    """Turn records (the ledger)."""
+
+
+@turns.command("list")
+@click.option("--conversation", required=True, help="Conversation id.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def turns_list(conversation: str, as_json: bool) -> None:
+    """A conversation's turn records, by seq."""
+
+    async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
+        return await backend.ledger.list_turns(conversation)
+
+    records = _with_backend(work)
+    if as_json:
+        _print_json(records)
+        return
+    for r in records:
+        export = r.get("export") or {}
+        click.echo(
+            f"{r.get('seq')}  {r.get('turn_id')}  {r.get('decision')}  "
+            f"{r.get('format') or '-'}  {export.get('row_count', '')}"
+        )
+
+
+@cli.group()
+def exports() -> None:
+    """Published exports."""
+
+
+@exports.command("list")
+@click.option("--conversation", default=None, help="Only this conversation.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def exports_list(conversation: str | None, as_json: bool) -> None:
+    """Export entries of published turn records."""
+
+    async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
+        records = await backend.ledger.list_exports(conversation)
+        return [
+            {"conversation_id": r["conversation_id"], "turn_id": r["turn_id"], **r["export"]}
+            for r in records
+            if r.get("export")
+        ]
+
+    entries = _with_backend(work)
+    if as_json:
+        _print_json(entries)
+        return
+    for e in entries:
+        click.echo(f"{e['export_id']}  {e['format']}  {e['row_count']} rows  {e['blob']}")
+
+
+@exports.command("get")
+@click.argument("export_id")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def exports_get(export_id: str, output: Path | None) -> None:
+    """The export's bytes: to PATH with -o, else to stdout."""
+
+    async def work(backend: Backend, _: Settings) -> None:
+        record = await backend.ledger.find_export(export_id)
+        if record is None or not record.get("export"):
+            raise Failure(f"no export {export_id!r}")
+        path = record["export"]["blob"]
+        try:
+            if output is not None:
+                tmp = output.with_name(f".{output.name}.part")
+                with tmp.open("wb") as sink:
+                    async for chunk in backend.blobs.read(path):
+                        sink.write(chunk)
+                tmp.replace(output)
+            else:
+                out = sys.stdout.buffer
+                async for chunk in backend.blobs.read(path):
+                    out.write(chunk)
+                out.flush()
+        except NotFound:
+            raise Failure(f"export {export_id!r} is recorded but its blob is missing") from None
+
+    _with_backend(work)
+
+
+# --------------------------------------------------------------------------------------
+@cli.group()
+def dlq() -> None:
+    """The dead-letter queue: list, show, replay, purge."""
+
+
+@dlq.command("list")
+@click.option("--reason", default=None, help="Only this reason.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def dlq_list(reason: str | None, as_json: bool) -> None:
+    """Dead-lettered messages, oldest first."""
+
+    async def work(backend: Backend, _: Settings) -> list[DeadLetter]:
+        return await backend.queue.dead_letters(reason)
+
+    entries = [d.summary() for d in _with_backend(work)]
+    if as_json:
+        _print_json(entries)
+        return
+    for d in entries:
+        click.echo(
+            f"{d['sequence_number']}  {d['reason']}  {d['session_id'] or '-'}  {d['description']}"
+        )
+
+
+@dlq.command("show")
+@click.argument("sequence_number", type=int)
+def dlq_show(sequence_number: int) -> None:
+    """One dead-lettered message with its body and properties."""
+
+    async def work(backend: Backend, _: Settings) -> DeadLetter:
+        try:
+            return await backend.queue.dead_letter_entry(sequence_number)
+        except NotFound:
+            raise Failure(f"no dead-lettered message {sequence_number}") from None
+
+    entry = _with_backend(work)
+    shown = entry.summary()
+    shown["properties"] = dict(entry.properties)
+    shown["body"] = entry.body.decode("utf-8", "replace")
+    click.echo(json.dumps(shown, ensure_ascii=False, indent=2))
+
+
+def _selected(
+    entries: list[DeadLetter], numbers: tuple[int, ...], take_all: bool, reason: str | None
+) -> list[DeadLetter]:
+    if take_all == bool(numbers):
+        raise click.UsageError("name SEQUENCE_NUMBER… or --all (one of the two)")
+    if take_all:
+        return [d for d in entries if reason is None or d.reason == reason]
+    by_number = {d.sequence_number: d for d in entries}
+    missing = [n for n in numbers if n not in by_number]
+    if missing:
+        raise Failure(f"no dead-lettered message {missing[0]}")
+    return [by_number[n] for n in numbers if reason is None or by_number[n].reason == reason]
+
+
+@dlq.command("replay")
+@click.argument("sequence_numbers", nargs=-1, type=int)
+@click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
+@click.option("--reason", default=None, help="Only those with this reason.")
+@click.option("--dry-run", is_flag=True, help="Say what would be replayed; change nothing.")
+def dlq_replay(
+    sequence_numbers: tuple[int, ...], take_all: bool, reason: str | None, dry_run: bool
+) -> None:
+    """Re-send dead-lettered bodies on their sessions, then remove the dead-lettered copies."""
+
+    async def work(backend: Backend, _: Settings) -> int:
+        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, take_all, reason)
+        if dry_run:
+            for d in chosen:
+                click.echo(f"would replay {d.sequence_number}  {d.reason}  {d.session_id or '-'}")
+            return len(chosen)
+        from rich.progress import Progress
+
+        with Progress(console=_stderr_console(), disable=len(chosen) < 20) as progress:
+            task = progress.add_task("replaying", total=len(chosen))
+            for d in chosen:
+                await backend.queue.replay(d.sequence_number)
+                progress.advance(task)
+        return len(chosen)
+
+    count = _with_backend(work)
+    click.echo(f"{'would replay' if dry_run else 'replayed'} {count} message(s)", err=True)
+
+
+@dlq.command("purge")
+@click.argument("sequence_numbers", nargs=-1, type=int)
+@click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
+@click.option("--yes", is_flag=True, help="Confirm: purged messages are gone for good.")
+def dlq_purge(sequence_numbers: tuple[int, ...], take_all: bool, yes: bool) -> None:
+    """Delete dead-lettered messages for good."""
+    if not yes:
+        raise click.UsageError("purge deletes for good: add --yes")
+
+    async def work(backend: Backend, _: Settings) -> int:
+        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, take_all, None)
+        for d in chosen:
+            await backend.queue.purge(d.sequence_number)
+        return len(chosen)
+
+    click.echo(f"purged {_with_backend(work)} message(s)", err=True)
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+# --------------------------------------------------------------------------------------
+def _fail(code: int, message: str) -> NoReturn:
+    click.echo(f"export-worker: {message}", err=True)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: one line on stderr and the exit code of SPEC section 10."""
+    try:
+        code = cli.main(args=argv, prog_name="export-worker", standalone_mode=False)
+    except click.UsageError as exc:
+        _fail(2, exc.format_message().splitlines()[0])
+    except click.exceptions.Abort:
+        _fail(1, "aborted")
+    except Failure as exc:
+        _fail(1, str(exc))
+    except click.ClickException as exc:
+        _fail(1, exc.format_message().splitlines()[0])
+    except Exception as exc:
+        _fail(1, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()
