@@ -98,6 +98,13 @@ class Runtime:
             self._in_flight += 1
             try:
                 await self._serve_session(session)
+            except Exception as exc:
+                # A store or queue failure while settling: the message's lock lapses and it
+                # is redelivered; this worker keeps serving other sessions.
+                self._log.warning(
+                    "session_failed", session_id=session.session_id, error=_short(exc)
+                )
+                await self._pause(0.2)
             finally:
                 self._in_flight -= 1
                 with contextlib.suppress(Exception):
