@@ -45,6 +45,7 @@ class _Group:
     """What pass 1 keeps about one action: no rows, only their traces."""
 
     action: str
+    first_order: int  # call order of the group's first call: groups sort by it
     rows: int = 0
     columns: dict[str, None] = field(default_factory=dict)  # an ordered set
     earlier_pages: set[bytes] = field(default_factory=set)  # digests of rows already fed
@@ -62,13 +63,16 @@ class RowCollector:
 
     def feed(self, ref: ResultRef, result: Any) -> Iterator[Row]:
         """The cleaned rows of one result (a page), minus repeats of the action's earlier pages."""
-        group = self._groups.setdefault(ref.action, _Group(ref.action))
+        group = self._groups.setdefault(ref.action, _Group(ref.action, ref.order))
+        group.first_order = min(group.first_order, ref.order)
         group.truncated = group.truncated or is_truncated(result)
         return self._page(group, ref.artifact, result)
 
     def select(self) -> Selection:
         """The groups to export, decided after every result was fed."""
-        actions, combined = choose_actions([(g.action, g.rows) for g in self._groups.values()])
+        # Call order, not feed order: a group fetched later (deferred) keeps its place.
+        groups = sorted(self._groups.values(), key=lambda g: g.first_order)
+        actions, combined = choose_actions([(g.action, g.rows) for g in groups])
         chosen = [self._groups[action] for action in actions]
         columns: dict[str, None] = {}
         for group in chosen:

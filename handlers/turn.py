@@ -16,11 +16,12 @@ Every function here is deterministic: redelivery and replay reach the same answe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
 from handlers import carry_forward
+from handlers.compaction import estimate_rows
 from handlers.dataset import RowCollector, Selection
 from handlers.errors import RetryableError
 from handlers.export_paths import (
@@ -31,7 +32,7 @@ from handlers.export_paths import (
     parse_timestamp,
 )
 from handlers.passthrough import is_derived_request
-from handlers.selection import ResultRef, reach_back
+from handlers.selection import DATASET_MIN_ROWS, DOMINANCE_FACTOR, ResultRef, reach_back
 from handlers.tables import Table, find_table
 from handlers.window import history_window, pair, paired_calls, split_turns
 from schemas.documents import (
@@ -106,6 +107,10 @@ class NeedRows:
     # Current turn only: the window's results, for a reach-back when the turn has no rows.
     window_refs: tuple[ResultRef, ...] = field(default=())
     input: TurnInput | None = None
+    # Artifacts of groups the citations say the dominant group dwarfs; fetched only when
+    # the dominant group's real rows do not confirm it (`deferred_rows` bounds their rows).
+    deferred: tuple[ResultRef, ...] = field(default=())
+    deferred_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -163,17 +168,20 @@ def decide(inp: TurnInput) -> Outcome:
             return Finished("derived_output_without_table", facts)
         return _plan(inp, facts, fmt, "assistant_table", table=table, selection=None)
 
-    current_refs = _result_refs(pair(_visible(current)))
+    current_refs = [r for r in _result_refs(pair(_visible(current))) if r.artifact is not None]
     window_refs = _result_refs(history_window(_visible(earlier), inp.history_limit))
+    fetch, deferred, deferred_rows = _dominant_first(current_refs)
     return NeedRows(
         facts=facts,
         export_format=fmt,
-        fetch=_confined(inp, [r for r in current_refs if r.artifact is not None]),
+        fetch=_confined(inp, fetch),
         collector=RowCollector(table),
         row_source="action_rows",
         table=table,
         window_refs=tuple(window_refs),
         input=inp,
+        deferred=_confined(inp, deferred),
+        deferred_rows=deferred_rows,
     )
 
 
@@ -181,6 +189,9 @@ def after_rows(need: NeedRows) -> Outcome:
     """Step 7 once the fetched rows went past: the table, the action rows, reach back, or none."""
     assert need.input is not None
     selection = need.collector.select()
+    if need.deferred and not _dominates(selection.row_count, need.deferred_rows):
+        # The citations overstated the dominant group: read the others after all.
+        return replace(need, fetch=need.deferred, deferred=(), deferred_rows=0)
     has_rows = selection.row_count > 0
     if need.table is not None and need.row_source == "action_rows":
         if has_rows and need.collector.table_is_excerpt(selection):
@@ -268,6 +279,36 @@ def _result_refs(messages: Sequence[Message]) -> list[ResultRef]:
             )
         )
     return refs
+
+
+def _dominant_first(
+    refs: Sequence[ResultRef],
+) -> tuple[list[ResultRef], list[ResultRef], int]:
+    """Split refs into (fetch now, fetch only if needed, rows bound of the deferred ones).
+
+    When every citation gives an estimate and one action's estimate dwarfs all others (the
+    dominance rule), only that action's artifacts are read first: the others were lookups.
+    Estimates bound the real rows from above (de-duplication only removes rows), so if the
+    dominant group's real rows still dominate the others' estimates, the others would lose.
+    """
+    totals: dict[str, int] = {}
+    for ref in refs:
+        estimate = estimate_rows(ref.citation)
+        if estimate is None:
+            return list(refs), [], 0
+        totals[ref.action] = totals.get(ref.action, 0) + estimate
+    if len(totals) < 2:
+        return list(refs), [], 0
+    largest = max(totals, key=lambda action: totals[action])  # first called wins a tie
+    others = sum(rows for action, rows in totals.items() if action != largest)
+    if not _dominates(totals[largest], others):
+        return list(refs), [], 0
+    now = [r for r in refs if r.action == largest]
+    return now, [r for r in refs if r.action != largest], others
+
+
+def _dominates(rows: int, others: int) -> bool:
+    return rows >= DATASET_MIN_ROWS and rows >= DOMINANCE_FACTOR * others
 
 
 def _confined(inp: TurnInput, refs: Sequence[ResultRef]) -> tuple[ResultRef, ...]:

@@ -20,6 +20,7 @@ from handlers import turn as story
 from handlers.dataset import finish_row
 from handlers.errors import PermanentError, RetryableError
 from handlers.rows import is_secret_key
+from handlers.serialisers.csv_file import neutralised
 from handlers.serialisers.headers import unique_headers
 from handlers.tables import Table
 from schemas.documents import Artifact, Conversation, Message, parse_message
@@ -164,6 +165,9 @@ class TurnHandler:
         self, event: TurnCompleted, plan: story.ExportPlan, spool: RowSpool, log: Any
     ) -> TurnRecord:
         columns, rows, row_count, sources, truncated = _file_rows(plan, spool)
+        if plan.format == "csv":
+            # The record names the columns exactly as the CSV header reads.
+            columns = [neutralised(c) for c in columns]
         info = BlobInfo(
             content_type=content_type(plan.format),
             file_name=plan.file_name,

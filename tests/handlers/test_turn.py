@@ -1,0 +1,497 @@
+"""The decision for one turn (SPEC section 5), driven through the pure core with plain data.
+
+`drive` plays the shell: it feeds exactly the artifacts the core asks for and records which
+were read, so the tests can pin what is fetched as well as what is decided.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from handlers import turn as story
+from handlers.compaction import build_citation
+from handlers.dataset import finish_row
+from handlers.errors import PermanentError, RetryableError
+from schemas.documents import Conversation, parse_message
+from schemas.events import TurnCompleted
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+CID = "conv_t"
+
+
+class Chat:
+    """Builds a stored conversation the way the chat service writes it."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.artifacts: dict[str, Any] = {}
+        self.turn = 0
+        self.calls = 0
+
+    def _add(self, role: str, **fields: Any) -> str:
+        seq = len(self.messages) + 1
+        mid = f"m{seq}"
+        self.messages.append(
+            {
+                "id": mid,
+                "conversation_id": CID,
+                "turn_id": f"t{self.turn}",
+                "seq": seq,
+                "role": role,
+                "created_at": "2026-11-20T09:00:00Z",
+                "deleted": False,
+                **fields,
+            }
+        )
+        return mid
+
+    def user(self, text: str) -> str:
+        self.turn += 1
+        return self._add("user", content=text)
+
+    def reply(self, text: str = "", **fields: Any) -> str:
+        return self._add("assistant", content=text, tool_calls=[], **fields)
+
+    def tools(self, *results: tuple[str, Any], success: bool = True, artifact: bool = True) -> None:
+        """One assistant message with parallel calls and one tool message answering them."""
+        calls, answers = [], []
+        for name, result in results:
+            self.calls += 1
+            call_id = f"call_{self.calls}"
+            path = f"artifacts/{CID}/t{self.turn}/{call_id}.json"
+            calls.append({"id": call_id, "name": name, "arguments": {}})
+            answers.append(
+                {
+                    "call_id": call_id,
+                    "name": name,
+                    "success": success,
+                    "citation": build_citation(result),
+                    "artifact": path if artifact else None,
+                }
+            )
+            self.artifacts[path] = {
+                "call_id": call_id,
+                "name": name,
+                "arguments": {},
+                "result": result,
+            }
+        self._add("assistant", content="", tool_calls=calls)
+        self._add("tool", results=answers)
+
+    def event(self, history_limit: int | None = 10, user: str = "u1") -> TurnCompleted:
+        turn = f"t{self.turn}"
+        mine = [m for m in self.messages if m["turn_id"] == turn]
+        user_msg = next(m for m in mine if m["role"] == "user")
+        reply = [m for m in mine if m["role"] == "assistant"][-1]
+        return TurnCompleted.model_validate(
+            {
+                "type": "turn.completed",
+                "version": 1,
+                "event_id": f"e{self.turn}",
+                "occurred_at": "2026-11-20T09:01:39Z",
+                "conversation_id": CID,
+                "user_id": user,
+                "turn_id": turn,
+                "user_message_id": user_msg["id"],
+                "reply_message_id": reply["id"],
+                "history_limit": history_limit,
+            }
+        )
+
+
+def samples(n: int, start: int = 0) -> dict[str, Any]:
+    items = [{"timestamp": f"t{i:04d}", "value": round(12 + i / 1000, 3)} for i in range(start, n)]
+    return {"items": items, "total": n}
+
+
+def drive(
+    messages: list[dict[str, Any]],
+    artifacts: dict[str, Any],
+    event: TurnCompleted,
+    conversation: dict[str, Any] | None = None,
+) -> tuple[story.Outcome, list[str], list[dict[str, Any]]]:
+    """Run the core as the shell would; return the outcome, the paths read and the file rows."""
+    conv = Conversation.model_validate(conversation or {"id": CID, "user_id": "u1"})
+    upto = next(m["seq"] for m in messages if m["id"] == event.reply_message_id)
+    inp = story.TurnInput(
+        event=event,
+        conversation=conv,
+        messages=[parse_message(m) for m in messages if m["seq"] <= upto],
+        history_limit=event.effective_history_limit(10, 40),
+        artifacts_container="artifacts",
+        exports_container="exports",
+        now=NOW,
+    )
+    outcome = story.decide(inp)
+    read: list[str] = []
+    spooled: list[tuple[str, dict[str, Any]]] = []
+    while isinstance(outcome, story.NeedRows):
+        for ref in outcome.fetch:
+            assert ref.artifact is not None
+            read.append(ref.artifact)
+            spooled += [
+                (ref.action, r)
+                for r in outcome.collector.feed(ref, artifacts[ref.artifact]["result"])
+            ]
+        outcome = story.after_rows(outcome)
+    rows: list[dict[str, Any]] = []
+    if isinstance(outcome, story.ExportPlan) and outcome.selection is not None:
+        sel = outcome.selection
+        rows = [finish_row(r, a, sel) for want in sel.actions for a, r in spooled if a == want]
+    return outcome, read, rows
+
+
+def decision_of(outcome: story.Outcome) -> str:
+    return "published" if isinstance(outcome, story.ExportPlan) else outcome.decision  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------------------
+# The public fixtures, fed to the core directly
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["headline", "clarify_then_answer", "two_small_groups"])
+def test_public_fixtures_decide_as_expected_in_the_core(name: str) -> None:
+    fixture = json.loads((FIXTURES / f"{name}.fixture.json").read_text())
+    expected = json.loads((FIXTURES / f"{name}.expected.json").read_text())
+    for raw in fixture["events"]:
+        event = TurnCompleted.model_validate(raw)
+        want = expected["turns"][event.turn_id]
+        outcome, read, rows = drive(
+            fixture["messages"], fixture["artifacts"], event, fixture["conversations"][0]
+        )
+        assert decision_of(outcome) == want["decision"]
+        facts = outcome.facts
+        assert (facts.format, facts.carried) == (want["format"], want["carried"])
+        assert facts.state_after.model_dump() == want["state_after"]
+        if want["export"] is None:
+            continue
+        assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+        export = want["export"]
+        assert outcome.export_id == export["export_id"] and outcome.blob == export["blob"]
+        assert outcome.row_source == export["row_source"]
+        assert outcome.selection.row_count == export["row_count"] == len(rows)
+        for path in export["source_artifacts_include"] or export["source_artifacts"] or []:
+            assert path in outcome.selection.source_artifacts
+        # Only the winning group's artifacts were read: lookups are never fetched.
+        assert sorted(read) == sorted(outcome.selection.source_artifacts)
+
+
+# --------------------------------------------------------------------------------------
+# Step 2: authorise before any message is read
+# --------------------------------------------------------------------------------------
+def test_authorise_owner_and_participants_only() -> None:
+    conv = Conversation(id="c", user_id="owner", participants=["guest"])
+    assert story.authorise(conv, "owner") == "allowed"
+    assert story.authorise(conv, "guest") == "allowed"
+    assert story.authorise(conv, "stranger") == "forbidden"
+    gone = Conversation(id="c", user_id="owner", deleted=True)
+    assert story.authorise(gone, "owner") == "deleted"
+
+
+# --------------------------------------------------------------------------------------
+# Step 3: the turn must be visible
+# --------------------------------------------------------------------------------------
+def test_turn_not_visible_yet_is_retryable_turn_not_found() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(20)))
+    chat.reply("done")
+    event = chat.event()
+    missing_user = [m for m in chat.messages if m["role"] != "user"]
+    with pytest.raises(RetryableError) as caught:
+        drive(missing_user, chat.artifacts, event)
+    assert caught.value.reason == "turn_not_found"
+    deleted_user = [{**m, "deleted": m["role"] == "user"} for m in chat.messages]
+    with pytest.raises(RetryableError):
+        drive(deleted_user, chat.artifacts, event)
+
+
+# --------------------------------------------------------------------------------------
+# Step 4: request and carry-forward
+# --------------------------------------------------------------------------------------
+def test_no_format_requested_is_no_request() -> None:
+    chat = Chat()
+    chat.user("show me the battery history")
+    chat.tools(("list_x", samples(20)))
+    chat.reply("Here it is.")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_request" and read == []
+
+
+def test_empty_user_text_is_no_request_and_drops_pending() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.reply("Which columns do you want?")
+    chat.user("   ")
+    chat.reply("ok")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_request"
+    assert outcome.facts.state_after.state == "idle"
+
+
+def test_unsupported_format_is_recorded_not_produced() -> None:
+    chat = Chat()
+    chat.user("export the history as a pdf")
+    chat.tools(("list_x", samples(20)))
+    chat.reply("done")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "unsupported_format"
+    assert outcome.facts.format == "pdf" and read == []
+
+
+def test_clarification_reply_publishes_nothing_and_awaits() -> None:
+    chat = Chat()
+    chat.user("create a json of the samples")
+    chat.tools(("list_x", samples(20)))
+    chat.reply("Should each row be one sample?")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "clarification" and read == []
+    assert outcome.facts.state_after.model_dump() == {"state": "awaiting", "format": "json"}
+
+
+def test_carried_request_reaches_back_for_rows_of_the_clarified_turn() -> None:
+    chat = Chat()
+    chat.user("create an xml of the samples")
+    chat.tools(("list_x", samples(30)))
+    chat.reply("Which columns should the rows hold?", clarification=True)
+    chat.user("all of them")
+    chat.reply("Here you go.", clarification=False)
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and len(read) == 1
+    assert outcome.facts.carried and outcome.format == "xml"
+    assert outcome.row_source == "prior_turn" and len(rows) == 30
+
+
+def test_second_clarification_on_a_carried_request_is_clarification_limit() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.reply("Which columns do you want?")
+    chat.user("the usual ones")
+    chat.reply("Which columns exactly do you mean?")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "clarification_limit"
+    assert outcome.facts.carried and outcome.facts.state_after.state == "idle"
+
+
+def test_state_look_back_does_not_depend_on_history_limit() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(30)))
+    chat.reply("Which columns do you want?")
+    chat.user("all")
+    chat.reply("Here it is.")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event(history_limit=0))
+    # Carried even though the window is empty; there is nothing to reach back into.
+    assert outcome.facts.carried is True
+    assert decision_of(outcome) == "no_rows"
+
+
+# --------------------------------------------------------------------------------------
+# Step 5: passthrough contract
+# --------------------------------------------------------------------------------------
+def test_derived_request_without_table_exports_nothing_and_reads_nothing() -> None:
+    chat = Chat()
+    chat.user("calculate the hourly average and create a csv")
+    chat.tools(("list_x", samples(60)))
+    chat.reply("The average is 12.03 V.")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "derived_output_without_table" and read == []
+
+
+def test_derived_request_exports_the_composed_table() -> None:
+    chat = Chat()
+    chat.user("summarize per hour and export as csv")
+    chat.tools(("list_x", samples(60)))
+    chat.reply("| hour | avg |\n|---|---|\n| 00 | 12.01 |\n| 01 | 12.02 |")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and read == []
+    assert outcome.row_source == "assistant_table" and outcome.table is not None
+    assert outcome.table.columns == ("hour", "avg")
+
+
+# --------------------------------------------------------------------------------------
+# Steps 6 and 7: row sources and selection
+# --------------------------------------------------------------------------------------
+def test_failed_and_unpaired_results_give_no_rows() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(20)), success=False)
+    chat.reply("The call failed.")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_rows" and read == []
+
+
+def test_deleted_tool_message_rows_are_invisible() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(20)))
+    chat.reply("Done.")
+    chat.messages[2]["deleted"] = True  # the tool message
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_rows" and read == []
+
+
+def test_excerpt_table_loses_to_the_action_rows() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(50)))
+    chat.reply("Sample:\n\n```csv\ntimestamp,value\nt0000,12.0\nt0001,12.001\n```")
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan)
+    assert outcome.row_source == "action_rows" and len(rows) == 50
+
+
+def test_composed_table_wins_over_action_rows() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(50)))
+    chat.reply("```csv\ntimestamp,value,flag\nt0000,12.0,ok\nt0001,12.001,low\n```")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and outcome.row_source == "assistant_table"
+
+
+def test_only_a_table_exports_the_table() -> None:
+    chat = Chat()
+    chat.user("put this in a spreadsheet")
+    chat.reply("| a | b |\n|---|---|\n| 1 | 2 |")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and read == []
+    assert outcome.format == "xlsx" and outcome.row_source == "assistant_table"
+
+
+def test_dominant_group_used_alone_and_lookups_never_read() -> None:
+    chat = Chat()
+    chat.user("get the history and create a csv")
+    chat.tools(("list_instances", [{"id": "sat-07"}]), ("list_parameters", [{"p": "V"}]))
+    chat.tools(("history", samples(450)), ("history", samples(900, 450)))
+    chat.reply("Done.")
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+    assert outcome.selection.actions == ("history",) and len(rows) == 900
+    assert all("history" not in p or p in outcome.selection.source_artifacts for p in read)
+    assert len(read) == 2
+
+
+def test_overstated_citation_makes_the_core_read_the_other_groups() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("lookup", [{"k": i} for i in range(3)]), ("history", samples(40)))
+    # The stored citation claims 40 rows but the artifact repeats one page's rows only.
+    chat.artifacts["artifacts/conv_t/t1/call_2.json"]["result"] = {"items": samples(4)["items"]}
+    chat.reply("Done.")
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+    assert outcome.selection.combined and len(read) == 2 and len(rows) == 7
+    assert outcome.selection.actions == ("lookup", "history")  # call order, not fetch order
+
+
+def test_comparable_groups_are_combined_with_source_action() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("a", [{"x": 1}, {"x": 2}]), ("b", [{"y": 1}, {"y": 2}, {"y": 3}]))
+    chat.reply("Done.")
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+    assert outcome.selection.columns == ("x", "y", "Source action")
+    assert [r["Source action"] for r in rows] == ["a", "a", "b", "b", "b"]
+
+
+def test_reach_back_reads_only_the_winning_group_of_an_earlier_turn() -> None:
+    chat = Chat()
+    chat.user("get the history")
+    chat.tools(("history", samples(450)), ("history", samples(900, 450)))
+    chat.reply("I have 900 samples.")
+    chat.user("what is the instance?")
+    chat.tools(("get_facts", {"name": "sat-07"}))
+    chat.reply("sat-07")
+    chat.user("create a csv")
+    chat.reply("Here is the file.")
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan)
+    assert outcome.row_source == "prior_turn" and len(rows) == 900
+    assert read == [f"artifacts/{CID}/t1/call_1.json", f"artifacts/{CID}/t1/call_2.json"]
+
+
+def test_reach_back_skipped_when_the_turn_has_its_own_rows() -> None:
+    chat = Chat()
+    chat.user("get the history")
+    chat.tools(("history", samples(900)))
+    chat.reply("ok")
+    chat.user("now the sites, create a csv")
+    chat.tools(("sites", [{"s": 1}, {"s": 2}]))
+    chat.reply("Done.")
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and outcome.row_source == "action_rows"
+    assert len(rows) == 2 and all("/t2/" in p for p in read)
+
+
+def test_reach_back_sees_only_the_history_window() -> None:
+    chat = Chat()
+    chat.user("get the history")
+    chat.tools(("history", samples(900)))
+    chat.reply("ok")
+    for _ in range(3):
+        chat.user("tell me a joke")
+        chat.reply("ha")
+    chat.user("create a csv")
+    chat.reply("Here.")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event(history_limit=6))
+    assert decision_of(outcome) == "no_rows" and read == []
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event(history_limit=10))
+    assert decision_of(outcome) == "published" and len(rows) == 900
+
+
+def test_artifact_outside_the_conversation_is_not_authorized_and_not_read() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(20)))
+    chat.reply("Done.")
+    chat.messages[2]["results"][0]["artifact"] = "artifacts/other_conv/t1/call_1.json"
+    with pytest.raises(PermanentError) as caught:
+        drive(chat.messages, chat.artifacts, chat.event())
+    assert caught.value.reason == "not_authorized"
+
+
+def test_nothing_anywhere_is_no_rows() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.reply("There is no data yet.")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_rows"
+
+
+# --------------------------------------------------------------------------------------
+# Step 8: clean the rows
+# --------------------------------------------------------------------------------------
+def test_secret_keys_are_dropped_from_exported_rows() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    rows_in = [{"id": i, "api_key": "k", "nested": {"password": "p", "ok": 1}} for i in range(12)]
+    chat.tools(("list_x", rows_in))
+    chat.reply("Done.")
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+    assert outcome.selection.columns == ("id", "nested")
+    assert rows[0] == {"id": 0, "nested": {"ok": 1}}
+
+
+def test_the_same_input_gives_the_same_decision_in_any_processing_order() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(30)))
+    chat.reply("Which columns do you want?")
+    chat.user("all")
+    chat.reply("Here.")
+    second = chat.event()
+    first = TurnCompleted.model_validate(
+        {**second.model_dump(), "turn_id": "t1", "user_message_id": "m1", "reply_message_id": "m4"}
+    )
+    a = drive(chat.messages, chat.artifacts, second)
+    drive(chat.messages, chat.artifacts, first)
+    b = drive(chat.messages, chat.artifacts, second)
+    assert a[0] == b[0] and a[2] == b[2]
