@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 
-from worker import logs
+from worker import fixtures, logs
 from worker.backends import open_backend
 from worker.handler import TurnHandler
 from worker.ports import Backend, DeadLetter, NotFound
@@ -90,7 +89,7 @@ def send(source: Any) -> None:
 
     async def work(backend: Backend, _: Settings) -> int:
         for body in bodies:
-            await _enqueue(backend, body)
+            await fixtures.enqueue(backend, body)
         return len(bodies)
 
     count = _with_backend(work)
@@ -104,20 +103,6 @@ def _split_bodies(data: bytes) -> list[bytes]:
         return [data.strip()]
     except ValueError:
         return [line.strip() for line in data.splitlines() if line.strip()]
-
-
-async def _enqueue(backend: Backend, body: bytes) -> None:
-    session_id, message_id = "", uuid.uuid4().hex
-    try:
-        value = json.loads(body)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        if isinstance(value.get("conversation_id"), str):
-            session_id = value["conversation_id"]
-        if isinstance(value.get("event_id"), str) and value["event_id"]:
-            message_id = value["event_id"]
-    await backend.queue.send(body, session_id, message_id=message_id)
 
 
 # --------------------------------------------------------------------------------------
@@ -137,23 +122,13 @@ def dev_seed(fixture: Path) -> None:
     if not isinstance(data, dict):
         raise Failure(f"fixture {fixture} is not a JSON object")
 
-    async def work(backend: Backend, _: Settings) -> None:
-        for conversation in data.get("conversations", []):
-            await backend.store.put_conversation(conversation)
-        for message in data.get("messages", []):
-            await backend.store.put_message(message)
-        for path, value in (data.get("artifacts") or {}).items():
-            await backend.blobs.put(path, json.dumps(value, ensure_ascii=False).encode())
-        for event in data.get("events", []):
-            # A string stands for a raw body (e.g. one that is not JSON at all).
-            body = event.encode() if isinstance(event, str) else json.dumps(event).encode()
-            await _enqueue(backend, body)
+    async def work(backend: Backend, _: Settings) -> fixtures.Seeded:
+        return await fixtures.seed(backend, data)
 
-    _with_backend(work)
+    done = _with_backend(work)
     click.echo(
-        f"seeded {len(data.get('conversations', []))} conversation(s), "
-        f"{len(data.get('messages', []))} message(s), {len(data.get('artifacts') or {})} "
-        f"artifact(s), {len(data.get('events', []))} event(s)",
+        f"seeded {done.conversations} conversation(s), {done.messages} message(s), "
+        f"{done.artifacts} artifact(s), {done.events} event(s)",
         err=True,
     )
 
