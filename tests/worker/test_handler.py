@@ -1,0 +1,235 @@
+"""The turn handler shell on the local backend, in process: effects, their order, their fates."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import defusedxml.ElementTree as DET
+import openpyxl
+import pytest
+
+from handlers.errors import PermanentError, RetryableError
+from worker import fixtures
+from worker.handler import TurnHandler
+from worker.local.backend import open_local_backend
+from worker.ports import Backend, QueueMessage
+from worker.settings import Settings
+
+PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+
+
+def headline() -> dict[str, Any]:
+    return json.loads((PUBLIC / "headline.fixture.json").read_text())
+
+
+def run(
+    tmp_path: Path,
+    fixture: dict[str, Any],
+    body: Callable[[Backend, TurnHandler, QueueMessage], Awaitable[Any]],
+    **settings: Any,
+) -> Any:
+    """Seed a fixture into a fresh local backend, receive its first event, call `body`."""
+
+    async def main() -> Any:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        try:
+            await fixtures.seed(backend, fixture)
+            session = await backend.queue.accept_session(0)
+            assert session is not None
+            message = await session.receive(0)
+            assert message is not None
+            handler = TurnHandler(backend, Settings(home=tmp_path / "home", **settings))
+            return await body(backend, handler, message)
+        finally:
+            await backend.close()
+
+    return asyncio.run(main())
+
+
+def with_event(fixture: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**fixture, "events": [{**fixture["events"][0], **changes}]}
+
+
+async def blob_bytes(backend: Backend, path: str) -> bytes:
+    return b"".join([chunk async for chunk in backend.blobs.read(path)])
+
+
+@pytest.mark.parametrize("fmt", ["json", "xml", "xlsx"])
+def test_every_export_format_is_written_and_parses_back(tmp_path: Path, fmt: str) -> None:
+    fixture = headline()
+    word = {"json": "a json file", "xml": "xml", "xlsx": "an excel sheet"}[fmt]
+    fixture["messages"][0]["content"] = f"Retrieve the BatteryVoltage1 history and create {word}"
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        record = await handler.handle(message)
+        assert record.decision == "published" and record.export is not None
+        assert record.export.format == fmt and record.event_sent
+        data = await blob_bytes(backend, record.export.blob)
+        info = await backend.blobs.info(record.export.blob)
+        assert info.file_name.endswith(f".{fmt}")
+        assert info.metadata["row_count"] == "900"
+        if fmt == "json":
+            rows = json.loads(data)
+            assert len(rows) == 900 and rows[0]["value"] == 12.45
+        elif fmt == "xml":
+            root = DET.fromstring(data)
+            assert len(root) == 900 and root[0].find("value").text == "12.45"
+        else:
+            sheet = openpyxl.load_workbook(io.BytesIO(data)).active
+            assert sheet.max_row == 901 and sheet["C2"].value == 12.45
+
+    run(tmp_path, fixture, body)
+
+
+def test_deleted_conversation_is_recorded_and_no_message_is_read(tmp_path: Path) -> None:
+    fixture = headline()
+    fixture["conversations"][0]["deleted"] = True
+    fixture["messages"] = []
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        record = await handler.handle(message)
+        assert record.decision == "conversation_deleted" and record.export is None
+        assert record.state_after.state == "idle" and record.format is None
+
+    run(tmp_path, fixture, body)
+
+
+def test_foreign_user_is_not_authorized(tmp_path: Path) -> None:
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        with pytest.raises(PermanentError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "not_authorized"
+        assert await backend.ledger.get("conv_headline_a", "turn_headline_a1") is None
+
+    run(tmp_path, with_event(headline(), user_id="mallory"), body)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"conversation_id": "conv_missing"}, "conversation_not_found"),
+        ({"reply_message_id": "msg_missing"}, "turn_not_found"),
+        ({"user_message_id": "msg_missing"}, "turn_not_found"),
+    ],
+)
+def test_not_found_yet_is_retryable_with_its_reason(
+    tmp_path: Path, change: dict[str, str], reason: str
+) -> None:
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        with pytest.raises(RetryableError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == reason
+
+    run(tmp_path, with_event(headline(), **change), body)
+
+
+def test_missing_artifact_is_retryable_and_never_replaced_by_the_citation(tmp_path: Path) -> None:
+    fixture = headline()
+    del fixture["artifacts"][
+        "artifacts/conv_headline_a/turn_headline_a1/call_7d3a59796e9b1e2968dba4d6.json"
+    ]
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        with pytest.raises(RetryableError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "artifact_missing"
+        assert await backend.ledger.get("conv_headline_a", "turn_headline_a1") is None
+
+    run(tmp_path, fixture, body)
+
+
+def test_artifact_that_is_not_json_is_dead_lettered_as_invalid(tmp_path: Path) -> None:
+    fixture = headline()
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        path = "artifacts/conv_headline_a/turn_headline_a1/call_7d3a59796e9b1e2968dba4d6.json"
+        await backend.blobs.put(path, b"\x00not json")
+        with pytest.raises(PermanentError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "artifact_invalid"
+        assert "12.45" not in caught.value.description
+
+    run(tmp_path, fixture, body)
+
+
+def test_over_the_size_cap_is_too_large_and_leaves_no_file(tmp_path: Path) -> None:
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        record = await handler.handle(message)
+        assert record.decision == "too_large" and record.export is None
+        assert record.format == "csv"
+        exports = tmp_path / "home" / "blobs" / "exports"
+        assert not exports.exists() or not [p for p in exports.rglob("*") if p.is_file()]
+        staging = tmp_path / "home" / "blobs" / ".staging"
+        assert not staging.exists() or not list(staging.iterdir())
+        assert await backend.publisher.sent() == []
+
+    run(tmp_path, headline(), body, max_export_bytes=10_000)
+
+
+def test_published_turn_is_completed_at_once_without_reading(tmp_path: Path) -> None:
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        first = await handler.handle(message)
+        reads: list[str] = []
+        original = backend.store.get_conversation
+
+        async def counting(cid: str) -> dict[str, Any]:
+            reads.append(cid)
+            return await original(cid)
+
+        backend.store.get_conversation = counting  # type: ignore[method-assign]
+        again = await handler.handle(message)
+        assert again == first and reads == []
+        assert len(await backend.publisher.sent()) == 1
+
+    run(tmp_path, headline(), body)
+
+
+def test_crash_between_record_and_event_converges_on_redelivery(tmp_path: Path) -> None:
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        original = backend.publisher.publish
+
+        async def crash(message_id: str, data: bytes) -> None:
+            raise ConnectionResetError("lost the topic")
+
+        backend.publisher.publish = crash  # type: ignore[method-assign]
+        with pytest.raises(ConnectionResetError):
+            await handler.handle(message)
+        stored = await backend.ledger.get("conv_headline_a", "turn_headline_a1")
+        assert stored is not None and stored["decision"] == "published"
+        assert stored["event_sent"] is False
+
+        backend.publisher.publish = original  # type: ignore[method-assign]
+        record = await handler.handle(message)
+        assert record.event_sent is True
+        assert record.export == stored["export"] or record.export.model_dump() == stored["export"]
+        sent = await backend.publisher.sent()
+        assert [e["export_id"] for e in sent] == [stored["export"]["export_id"]]
+
+    run(tmp_path, headline(), body)
+
+
+def test_export_published_event_matches_the_record(tmp_path: Path) -> None:
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        record = await handler.handle(message)
+        [event] = await backend.publisher.sent()
+        assert record.export is not None
+        assert event["type"] == "export.published" and event["version"] == 1
+        for key in (
+            "export_id",
+            "format",
+            "file_name",
+            "blob",
+            "row_count",
+            "columns",
+            "row_source",
+            "truncated",
+        ):
+            assert event[key] == getattr(record.export, key)
+        assert event["turn_id"] == record.turn_id and event["user_id"] == record.user_id
+
+    run(tmp_path, headline(), body)
