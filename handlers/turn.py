@@ -68,7 +68,7 @@ class TurnInput:
     event: TurnCompleted
     conversation: Conversation
     # Messages with seq up to the reply's, oldest first: the whole current turn and the
-    # messages before it that the shell read (see `history_read_complete`).
+    # messages before it that the shell read (see `HistoryRead`).
     messages: Sequence[Message]
     history_limit: int
     artifacts_container: str
@@ -130,15 +130,20 @@ class ExportPlan:
 Outcome = Finished | NeedRows | ExportPlan
 
 
-def history_read_complete(newest_first: Sequence[Message], user_message_id: str) -> bool:
-    """Whether a newest-first read holds the turn's user message and the look-back after it."""
-    counted: int | None = None
-    for message in newest_first:
-        if counted is not None and _counts(message):
-            counted += 1
-        if message.id == user_message_id:
-            counted = 0
-    return counted is not None and counted >= STATE_LOOKBACK_MESSAGES
+class HistoryRead:
+    """Tells a newest-first reader when it holds the turn's user message and the look-back."""
+
+    def __init__(self, user_message_id: str) -> None:
+        self.user_message_id = user_message_id
+        self.counted: int | None = None  # countable messages seen after the user message
+
+    def add(self, message: Message) -> bool:
+        """Take the next (older) message; True once nothing older is needed."""
+        if self.counted is not None and _counts(message):
+            self.counted += 1
+        if message.id == self.user_message_id:
+            self.counted = 0
+        return self.counted is not None and self.counted >= STATE_LOOKBACK_MESSAGES
 
 
 def decide(inp: TurnInput) -> Outcome:

@@ -121,6 +121,7 @@ class TurnHandler:
         except NotFound:
             raise RetryableError("turn_not_found", "the turn's reply is not visible") from None
         newest_first: list[Message] = []
+        enough = story.HistoryRead(event.user_message_id)
         async for document in store.history(event.conversation_id, reply.seq):
             try:
                 newest_first.append(_message(document))
@@ -131,9 +132,7 @@ class TurnHandler:
                     "stored_message_skipped", message_id=str(document.get("id"))[:128]
                 )
                 continue
-            if len(newest_first) >= MAX_MESSAGES_READ or story.history_read_complete(
-                newest_first, event.user_message_id
-            ):
+            if enough.add(newest_first[-1]) or len(newest_first) >= MAX_MESSAGES_READ:
                 break
         return list(reversed(newest_first))
 

@@ -495,3 +495,22 @@ def test_the_same_input_gives_the_same_decision_in_any_processing_order() -> Non
     drive(chat.messages, chat.artifacts, first)
     b = drive(chat.messages, chat.artifacts, second)
     assert a[0] == b[0] and a[2] == b[2]
+
+
+def test_history_read_stops_after_the_look_back_before_the_user_message() -> None:
+    chat = Chat()
+    for n in range(60):
+        chat.user(f"question {n}")
+        chat.reply("answer")
+    chat.user("create a csv")
+    chat.reply("done")
+    newest_first = [parse_message(m) for m in reversed(chat.messages)]
+    newest_first[5] = newest_first[5].model_copy(update={"deleted": True})
+    read = story.HistoryRead(chat.messages[-2]["id"])
+    taken = 0
+    for message in newest_first:
+        taken += 1
+        if read.add(message):
+            break
+    # 2 of the turn + 40 counted before it + 1 deleted that does not count.
+    assert taken == 2 + story.STATE_LOOKBACK_MESSAGES + 1
