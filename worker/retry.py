@@ -10,7 +10,7 @@ class RetryPolicy:
     """Exponential backoff between deliveries; dead-letter once `max_attempts` are spent."""
 
     max_attempts: int = 5
-    base_seconds: float = 0.5
+    base_seconds: float = 0.25
     max_seconds: float = 30.0
 
     def exhausted(self, delivery_count: int) -> bool:

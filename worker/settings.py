@@ -28,7 +28,7 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(30.0, ge=0)
 
     # Retry policy: one piece of data (worker/retry.py reads it).
-    backoff_base_seconds: float = Field(0.5, ge=0)
+    backoff_base_seconds: float = Field(0.25, ge=0)
     backoff_max_seconds: float = Field(30.0, ge=0)
     # How long a received message (and its session) stays locked without renewal.
     lock_duration_seconds: float = Field(60.0, gt=0)
