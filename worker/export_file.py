@@ -15,6 +15,7 @@ from handlers.serialisers.json_file import json_chunks
 from handlers.serialisers.xlsx_file import MAX_XLSX_DATA_ROWS, write_xlsx
 from handlers.serialisers.xml_file import xml_chunks
 from schemas.records import ExportFormat
+from worker.crashpoints import crashpoint, slowpoint
 from worker.ports import BlobInfo, Blobs
 
 
@@ -55,6 +56,8 @@ async def write_export(
                 raise TooLarge(f"the file passes the {max_bytes} byte cap")
             digest.update(chunk)
             await upload.write(chunk)
+            crashpoint("during_blob")
+            await slowpoint("during_blob")
             await asyncio.sleep(0)  # let lock renewal and shutdown run between chunks
         await upload.commit()
     except BaseException:

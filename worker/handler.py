@@ -26,6 +26,7 @@ from handlers.tables import Table
 from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import ExportPublished, InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import ExportEntry, StateAfter, TurnRecord
+from worker.crashpoints import crashpoint
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
 from worker.ports import Backend, BlobInfo, NotFound, QueueMessage
@@ -193,6 +194,7 @@ class TurnHandler:
         except TooLarge as exc:
             log.warning("export_too_large", reason=str(exc), row_count=row_count)
             return await self._record(event, "too_large", plan.facts, None, log)
+        crashpoint("after_blob")
         entry = ExportEntry(
             export_id=plan.export_id,
             blob=plan.blob,
@@ -233,6 +235,7 @@ class TurnHandler:
             event_sent=False,
         )
         await self.backend.ledger.put(record.model_dump(mode="json"))
+        crashpoint("after_record")
         if decision != "published":
             log.info("turn_recorded", decision=decision, format=facts.format)
         return record
@@ -257,8 +260,10 @@ class TurnHandler:
             truncated=entry.truncated,
         )
         await self.backend.publisher.publish(entry.export_id, event.model_dump_json().encode())
+        crashpoint("after_publish")
         sent = record.model_copy(update={"event_sent": True})
         await self.backend.ledger.put(sent.model_dump(mode="json"))
+        crashpoint("after_event_sent")
         log.info(
             "turn_published",
             export_id=entry.export_id,
