@@ -1,0 +1,234 @@
+"""SDK errors come out of the Azure adapters as port errors, decided in one place
+(worker/azure/timeouts.py); no server is needed to pin the mapping."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+import pytest
+from azure.core import exceptions as core
+from azure.cosmos import exceptions as cosmos
+from azure.servicebus import exceptions as sb
+
+from worker.azure.servicebus import AzureSession, decoded_properties
+from worker.azure.timeouts import guarded, guarded_iter, port_error
+from worker.ports import Conflict, LockLost, NotFound, QueueMessage, TransientStoreError
+
+
+def http_error(status: int, code: str | None = None) -> core.HttpResponseError:
+    error = core.HttpResponseError(message=f"status {status}")
+    error.status_code = status
+    error.error_code = code
+    return error
+
+
+NOT_FOUND = [
+    core.ResourceNotFoundError(message="blob"),
+    cosmos.CosmosResourceNotFoundError(status_code=404, message="document"),
+    http_error(404, "BlobNotFound"),
+    http_error(404, "ContainerNotFound"),
+    sb.MessageNotFoundError(message="dead letter"),
+]
+
+CONFLICT = [
+    cosmos.CosmosAccessConditionFailedError(status_code=412, message="etag"),
+    cosmos.CosmosResourceExistsError(status_code=409, message="id taken"),
+    core.ResourceModifiedError(message="etag"),
+    core.ResourceExistsError(message="exists"),
+    http_error(412),
+    http_error(409),
+    http_error(400, "InvalidBlockList"),  # another writer committed the blob meanwhile
+]
+
+TRANSIENT = [
+    cosmos.CosmosHttpResponseError(status_code=429, message="throttled"),
+    http_error(429),
+    http_error(408),
+    http_error(500),
+    http_error(503, "ServerBusy"),
+    core.ServiceRequestError("connect failed"),
+    core.ServiceResponseError("connection reset"),
+    core.ServiceRequestTimeoutError("connect timeout"),
+    core.ServiceResponseTimeoutError("read timeout"),
+    core.IncompleteReadError(message="body cut short"),
+    aiohttp.ClientConnectionError("refused"),
+    aiohttp.ServerDisconnectedError(),
+    ConnectionResetError("reset by peer"),
+    TimeoutError(),  # our guard's asyncio.TimeoutError
+    sb.OperationTimeoutError(),
+    sb.ServiceBusConnectionError(message="link detached"),
+    sb.ServiceBusCommunicationError(message="dns"),
+    sb.ServiceBusServerBusyError(message="busy"),
+    sb.SessionCannotBeLockedError(message="taken meanwhile"),  # flagged retryable
+]
+
+LOCK_LOST = [
+    sb.MessageLockLostError(message="lock expired"),
+    sb.SessionLockLostError(message="session lock expired"),
+]
+
+# Not worth a retry and not a port condition: the runtime treats these as bugs.
+UNCHANGED = [
+    http_error(400, "InvalidHeaderValue"),
+    http_error(401),
+    http_error(403, "AuthorizationFailure"),
+    core.ClientAuthenticationError(message="bad key"),
+    sb.ServiceBusAuthenticationError(message="bad key"),
+    sb.ServiceBusAuthorizationError(message="no Listen claim"),
+    sb.MessagingEntityNotFoundError(message="no such queue"),
+    ValueError("a programming error"),
+    KeyError("id"),
+]
+
+
+def _id(error: BaseException) -> str:
+    status = getattr(error, "status_code", None)
+    return f"{type(error).__name__}{'-' + str(status) if status else ''}"
+
+
+@pytest.mark.parametrize("error", NOT_FOUND, ids=_id)
+def test_missing_resources_map_to_not_found(error: Exception) -> None:
+    assert isinstance(port_error(error), NotFound)
+
+
+@pytest.mark.parametrize("error", CONFLICT, ids=_id)
+def test_etag_and_existence_races_map_to_conflict(error: Exception) -> None:
+    assert isinstance(port_error(error), Conflict)
+
+
+@pytest.mark.parametrize("error", TRANSIENT, ids=_id)
+def test_throttling_timeouts_5xx_and_connection_loss_map_to_transient(error: Exception) -> None:
+    assert isinstance(port_error(error), TransientStoreError)
+
+
+@pytest.mark.parametrize("error", LOCK_LOST, ids=_id)
+def test_lost_message_and_session_locks_map_to_lock_lost(error: Exception) -> None:
+    assert isinstance(port_error(error), LockLost)
+
+
+@pytest.mark.parametrize("error", UNCHANGED, ids=_id)
+def test_other_errors_are_left_as_they_are(error: Exception) -> None:
+    assert port_error(error) is error
+
+
+def test_port_errors_pass_through_unchanged() -> None:
+    for error in (NotFound("x"), Conflict("x"), LockLost("x"), TransientStoreError("x")):
+        assert port_error(error) is error
+
+
+def test_a_mapped_error_names_the_type_and_status_but_not_the_sdk_message() -> None:
+    error = http_error(503, "ServerBusy")
+    error.message = "https://acct.blob.core.windows.net/x?sig=SECRET failed"
+    mapped = port_error(error)
+    assert str(mapped) == "HttpResponseError 503 ServerBusy"
+    assert "SECRET" not in str(mapped)
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_guarded_returns_the_result() -> None:
+    async def answer() -> int:
+        return 42
+
+    assert run(guarded(answer(), timeout=1.0)) == 42
+
+
+def test_guarded_raises_the_port_error_with_the_sdk_error_as_cause() -> None:
+    sdk_error = cosmos.CosmosResourceNotFoundError(status_code=404, message="gone")
+
+    async def fails() -> None:
+        raise sdk_error
+
+    with pytest.raises(NotFound) as caught:
+        run(guarded(fails(), timeout=1.0))
+    assert caught.value.__cause__ is sdk_error
+
+
+def test_guarded_turns_a_hanging_call_into_a_transient_error() -> None:
+    async def main() -> None:
+        never = asyncio.Event()
+        await guarded(never.wait(), timeout=0)  # the deadline has passed at once
+
+    with pytest.raises(TransientStoreError):
+        run(main())
+
+
+def test_guarded_leaves_unmapped_errors_alone() -> None:
+    async def fails() -> None:
+        raise sb.ServiceBusAuthenticationError(message="bad key")
+
+    with pytest.raises(sb.ServiceBusAuthenticationError):
+        run(guarded(fails(), timeout=1.0))
+
+
+def test_guarded_iter_maps_an_error_between_pages() -> None:
+    async def pages() -> AsyncIterator[int]:
+        yield 1
+        raise http_error(503)
+
+    async def main() -> list[int]:
+        seen = []
+        async for page in guarded_iter(pages(), timeout=1.0):
+            seen.append(page)
+        return seen
+
+    with pytest.raises(TransientStoreError):
+        run(main())
+
+
+def test_guarded_iter_ends_with_the_iterator() -> None:
+    async def pages() -> AsyncIterator[int]:
+        for page in (1, 2, 3):
+            yield page
+
+    async def main() -> list[int]:
+        return [page async for page in guarded_iter(pages(), timeout=1.0)]
+
+    assert run(main()) == [1, 2, 3]
+
+
+class _Receiver:
+    """Only what AzureSession touches: its session id and one settlement."""
+
+    def __init__(self) -> None:
+        self.session = SimpleNamespace(session_id="conv-1")
+        self.completed: list[Any] = []
+
+    async def complete_message(self, raw: Any) -> None:
+        self.completed.append(raw)
+
+
+def _message(delivery_count: int) -> QueueMessage:
+    return QueueMessage(7, "m-1", "conv-1", b"{}", delivery_count, "2026-01-01T00:00:00+00:00")
+
+
+def test_settling_a_message_the_session_does_not_hold_is_lock_lost() -> None:
+    receiver = _Receiver()
+    session = AzureSession(receiver, timeout=1.0, max_abandon_delay=0.0)  # type: ignore[arg-type]
+    stale, current, raw = _message(1), _message(2), object()
+    session._held = (current, raw)  # type: ignore[assignment]
+    with pytest.raises(LockLost):
+        run(session.complete(stale))  # an earlier delivery of the same message
+    run(session.complete(current))
+    assert receiver.completed == [raw]
+    with pytest.raises(LockLost):
+        run(session.complete(current))  # already settled
+    assert receiver.completed == [raw]
+
+
+def test_dead_letter_bookkeeping_is_not_a_message_property() -> None:
+    raw = SimpleNamespace(
+        application_properties={
+            b"k": b"v",
+            b"replay_count": 2,
+            b"DeadLetterReason": b"schema_invalid",
+            b"DeadLetterErrorDescription": b"not JSON",
+        }
+    )
+    assert decoded_properties(raw) == {"k": "v", "replay_count": 2}  # type: ignore[arg-type]

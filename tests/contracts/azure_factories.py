@@ -1,0 +1,246 @@
+"""Factories of the Azure adapters for the contract suites (see conftest.py for the shape).
+
+Each port runs when its service is reachable, named by environment variables:
+
+- blobs: `EXPORT_WORKER_TEST_BLOB_CONNECTION_STRING` (Azurite: scripts/test-emulated);
+- store, ledger: `EXPORT_WORKER_TEST_COSMOS_ENDPOINT`, optional `..._COSMOS_KEY` (any
+  base64 string does for cosmosdb-server) and `..._COSMOS_VERIFY_TLS` (default: off for a
+  loopback endpoint, on otherwise);
+- queue, publisher: `EXPORT_WORKER_TEST_SERVICEBUS`, a connection string with Manage
+  rights: every `open()` creates its own queue (sessions on) or topic and deletes it after.
+
+Isolation: each `open()` gets a database of its own (Cosmos) or a queue/topic of its own
+(Service Bus). Blob tests name unique paths themselves, so blobs share the containers.
+No Azure service can fake time: `clock` is None and the time-dependent tests skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlparse
+
+from worker.azure.blobs import AzureBlobs
+from worker.azure.cosmos import AzureConversationStore, AzureLedger, CosmosAccount
+from worker.azure.credentials import cosmos_client
+from worker.azure.servicebus import AzurePublisher, AzureQueue
+from worker.settings import Settings
+
+BLOB_ENV = "EXPORT_WORKER_TEST_BLOB_CONNECTION_STRING"
+COSMOS_ENV = "EXPORT_WORKER_TEST_COSMOS_ENDPOINT"
+COSMOS_KEY_ENV = "EXPORT_WORKER_TEST_COSMOS_KEY"
+COSMOS_TLS_ENV = "EXPORT_WORKER_TEST_COSMOS_VERIFY_TLS"
+SERVICEBUS_ENV = "EXPORT_WORKER_TEST_SERVICEBUS"
+# cosmosdb-server checks no signature, but the SDK needs a base64 key to sign with.
+EMULATOR_KEY = "ZXhwb3J0LXdvcmtlci10ZXN0LWtleQ=="
+QUEUE_LOCK_SECONDS = 30.0
+
+_NEEDS = {
+    "blobs": BLOB_ENV,
+    "store": COSMOS_ENV,
+    "ledger": COSMOS_ENV,
+    "queue": SERVICEBUS_ENV,
+    "publisher": SERVICEBUS_ENV,
+}
+
+
+def available(port: str) -> str | None:
+    """None when the port's Azure service is configured, else why its tests skip."""
+    variable = _NEEDS[port]
+    if os.environ.get(variable):
+        return None
+    if variable == SERVICEBUS_ENV:
+        return (
+            f"azure {port}: {variable} is not set (a Service Bus connection string with"
+            " Manage rights; Service Bus has no local emulator)"
+        )
+    return f"azure {port}: {variable} is not set (scripts/test-emulated sets it)"
+
+
+def isolated_settings(**values: Any) -> Settings:
+    """Settings from explicit values only: no `.env`, nothing from a developer's shell
+    beyond the EXPORT_WORKER_ variables the model itself reads."""
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class _Factory:
+    name = "azure"
+    wait = 10.0
+    empty_wait = 3.0
+    clock = None
+
+
+# ---- Blob Storage ----------------------------------------------------------------------
+class AzureBlobsFactory(_Factory):
+    """AzureBlobs on the configured account; containers are created on first write."""
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[AzureBlobs]:
+        """Blob storage with containers created when missing."""
+        settings = isolated_settings(blob_connection_string=os.environ[BLOB_ENV])
+        blobs = AzureBlobs(settings, create_containers=True)
+        try:
+            yield blobs
+        finally:
+            await blobs.close()
+
+
+# ---- Cosmos DB -------------------------------------------------------------------------
+def cosmos_settings(database: str) -> Settings:
+    """Settings for a Cosmos test database that the adapters create."""
+    endpoint = os.environ[COSMOS_ENV]
+    verify = os.environ.get(COSMOS_TLS_ENV)
+    if verify is None:
+        verify_tls = urlparse(endpoint).hostname not in {"127.0.0.1", "localhost", "::1"}
+    else:
+        verify_tls = verify.lower() in {"1", "true", "yes"}
+    return isolated_settings(
+        cosmos_endpoint=endpoint,
+        cosmos_key=os.environ.get(COSMOS_KEY_ENV) or EMULATOR_KEY,
+        cosmos_database=database,
+        cosmos_create_resources=True,
+        cosmos_verify_tls=verify_tls,
+    )
+
+
+async def drop_database(settings: Settings) -> None:
+    """Delete a test database (best effort: the emulator forgets it anyway)."""
+    client, credential = cosmos_client(settings)
+    try:
+        with contextlib.suppress(Exception):  # a test's own failure is the one to report
+            async with client:
+                await client.delete_database(settings.cosmos_database)
+    finally:
+        if credential is not None:
+            await credential.close()
+
+
+class AzureStoreFactory(_Factory):
+    """AzureConversationStore on a database of its own."""
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[AzureConversationStore]:
+        """A fresh, empty store."""
+        settings = cosmos_settings(_unique("store"))
+        store = AzureConversationStore(settings, account=CosmosAccount(settings))
+        try:
+            yield store
+        finally:
+            await store.close()
+            await drop_database(settings)
+
+
+class AzureLedgerFactory(_Factory):
+    """AzureLedger on a database of its own."""
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[AzureLedger]:
+        """A fresh, empty ledger."""
+        settings = cosmos_settings(_unique("ledger"))
+        ledger = AzureLedger(settings, account=CosmosAccount(settings))
+        try:
+            yield ledger
+        finally:
+            await ledger.close()
+            await drop_database(settings)
+
+
+# ---- Service Bus -----------------------------------------------------------------------
+def servicebus_settings(**values: Any) -> Settings:
+    """Settings naming the test namespace by its connection string."""
+    return isolated_settings(servicebus_connection_string=os.environ[SERVICEBUS_ENV], **values)
+
+
+@asynccontextmanager
+async def _entity(kind: str) -> AsyncIterator[str]:
+    """A queue (sessions on) or a topic (duplicate detection on) of its own, deleted after."""
+    from azure.servicebus.aio.management import ServiceBusAdministrationClient
+
+    name = _unique(f"contract-{kind}")
+    admin = ServiceBusAdministrationClient.from_connection_string(os.environ[SERVICEBUS_ENV])
+    async with admin:
+        if kind == "queue":
+            await admin.create_queue(
+                name,
+                requires_session=True,
+                lock_duration=timedelta(seconds=QUEUE_LOCK_SECONDS),
+                max_delivery_count=10,
+            )
+        else:
+            await admin.create_topic(
+                name,
+                requires_duplicate_detection=True,
+                duplicate_detection_history_time_window=timedelta(minutes=10),
+            )
+        try:
+            yield name
+        finally:
+            delete = admin.delete_queue if kind == "queue" else admin.delete_topic
+            with contextlib.suppress(Exception):  # leave the test's own failure visible
+                await delete(name)
+
+
+class AzureQueueFactory(_Factory):
+    """AzureQueue on a session-enabled queue created for each `open()`."""
+
+    lock_duration = QUEUE_LOCK_SECONDS
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[AzureQueue]:
+        """A fresh, empty queue."""
+        async with _entity("queue") as name:
+            queue = AzureQueue(servicebus_settings(queue_name=name))
+            try:
+                yield queue
+            finally:
+                await queue.close()
+
+
+class AzurePublisherFactory(_Factory):
+    """AzurePublisher on a topic created for each `open()`; a topic cannot list."""
+
+    lists_sent = False
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[AzurePublisher]:
+        """A publisher on a fresh topic."""
+        async with _entity("topic") as name:
+            publisher = AzurePublisher(servicebus_settings(topic_name=name))
+            try:
+                yield publisher
+            finally:
+                await publisher.close()
+
+
+def blobs_factory() -> AzureBlobsFactory:
+    """The Blob Storage factory."""
+    return AzureBlobsFactory()
+
+
+def store_factory() -> AzureStoreFactory:
+    """The Cosmos conversation store factory."""
+    return AzureStoreFactory()
+
+
+def ledger_factory() -> AzureLedgerFactory:
+    """The Cosmos ledger factory."""
+    return AzureLedgerFactory()
+
+
+def queue_factory() -> AzureQueueFactory:
+    """The Service Bus queue factory."""
+    return AzureQueueFactory()
+
+
+def publisher_factory() -> AzurePublisherFactory:
+    """The Service Bus publisher factory."""
+    return AzurePublisherFactory()

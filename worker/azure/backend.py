@@ -1,0 +1,46 @@
+"""Opening the Azure backend: Service Bus, Cosmos DB and Blob Storage adapters together."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from worker.azure.blobs import AzureBlobs
+from worker.azure.cosmos import AzureConversationStore, AzureLedger, CosmosAccount
+from worker.azure.servicebus import AzurePublisher, AzureQueue
+from worker.ports import Backend, Publisher, Queue
+from worker.settings import Settings
+
+
+async def open_azure_backend(
+    settings: Settings,
+    *,
+    queue: Queue | None = None,
+    publisher: Publisher | None = None,
+    max_lock_renewal_seconds: float = 3600.0,
+) -> Backend:
+    """Every port on Azure; `queue` / `publisher` replace the Service Bus ones (the emulated
+    end-to-end test injects the local queue and outbox, as Service Bus has no emulator here).
+
+    The store and the ledger share one Cosmos client, opened here so that resources are
+    created (when `cosmos_create_resources`) and bad settings fail before any message.
+    """
+    account = CosmosAccount(settings)
+    store = AzureConversationStore(settings, account=account)
+    ledger = AzureLedger(settings, account=account)
+    opened: list[Any] = [store, ledger]
+    try:
+        await account.container(settings.turns_container)
+        blobs = AzureBlobs(settings)
+        opened.append(blobs)
+        if queue is None:
+            queue = AzureQueue(settings, max_lock_renewal_seconds=max_lock_renewal_seconds)
+            opened.append(queue)
+        if publisher is None:
+            publisher = AzurePublisher(settings)
+    except BaseException:
+        for port in reversed(opened):
+            with contextlib.suppress(Exception):  # the opening error is the one to report
+                await port.close()
+        raise
+    return Backend(queue=queue, store=store, ledger=ledger, blobs=blobs, publisher=publisher)

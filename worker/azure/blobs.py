@@ -1,0 +1,215 @@
+"""Blob Storage adapter of the `Blobs` port. Paths read `container/name` (SPEC section 3).
+
+Exports are written as block blobs: blocks are staged as bytes arrive and the whole blob
+appears at once on `commit` (Put Block List). Until then readers see the previous blob or
+nothing; an aborted upload leaves its uncommitted blocks to the service, which discards
+them after a week (there is no call to drop them sooner) or at the next commit of the path.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import re
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from urllib.parse import quote, unquote
+
+from azure.storage.blob import BlobBlock, BlockState, ContentSettings
+from azure.storage.blob.aio import BlobClient
+
+from worker.azure.credentials import blob_service
+from worker.azure.timeouts import guarded, guarded_iter
+from worker.ports import BlobInfo, Conflict
+from worker.settings import Settings
+
+BLOCK_SIZE = 4 * 1024 * 1024
+# Download granularity: bounds what one read holds in memory, whatever the blob's size.
+DOWNLOAD_CHUNK = 4 * 1024 * 1024
+_METADATA_KEY = re.compile(r"[^A-Za-z0-9_]")
+# Printable ASCII minus '%' survives as itself; everything else is percent-encoded, so any
+# string round-trips through an HTTP header.
+_METADATA_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """`container/name` as its two parts."""
+    container, _, name = path.partition("/")
+    if not container or not name:
+        raise ValueError(f"blob path must read container/name: {path!r}")
+    return container, name
+
+
+class AzureBlobs:
+    """Artifacts are read, exports are written, in Azure Blob Storage (or Azurite)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        create_containers: bool | None = None,
+        block_size: int = BLOCK_SIZE,
+    ) -> None:
+        """Containers are created on first write when `create_containers` (default:
+        `settings.cosmos_create_resources`, the one "create what is missing" switch)."""
+        self._timeout = settings.sdk_timeout_seconds
+        self._create = (
+            settings.cosmos_create_resources if create_containers is None else create_containers
+        )
+        self._block_size = block_size
+        self._service, self._credential = blob_service(
+            settings, max_single_get_size=DOWNLOAD_CHUNK, max_chunk_get_size=DOWNLOAD_CHUNK
+        )
+        self._ready: set[str] = set()
+
+    def _blob(self, path: str) -> BlobClient:
+        container, name = split_path(path)
+        return self._service.get_blob_client(container, name)
+
+    async def _ensure_container(self, path: str) -> None:
+        container, _ = split_path(path)
+        if not self._create or container in self._ready:
+            return
+        with contextlib.suppress(Conflict):  # created meanwhile: fine
+            container_client = self._service.get_container_client(container)
+            await guarded(container_client.create_container(), self._timeout)
+        self._ready.add(container)
+
+    async def read(self, path: str, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
+        """Stream a blob's bytes in pieces of at most `chunk_size`; NotFound when missing."""
+        downloader = await guarded(self._blob(path).download_blob(), self._timeout)
+        async for chunk in guarded_iter(downloader.chunks(), self._timeout):
+            for start in range(0, len(chunk), chunk_size):
+                yield chunk[start : start + chunk_size]
+
+    async def exists(self, path: str) -> bool:
+        """Whether a blob is at `path` (a missing container means no)."""
+        return bool(await guarded(self._blob(path).exists(), self._timeout))
+
+    async def upload(self, path: str, info: BlobInfo) -> AzureBlobUpload:
+        """Start a staged upload; nothing is visible at `path` until `commit`."""
+        await self._ensure_container(path)
+        return AzureBlobUpload(self._blob(path), info, self._timeout, self._block_size)
+
+    async def put(self, path: str, data: bytes, content_type: str = "application/json") -> None:
+        """Write a small blob in one call, replacing what was there."""
+        await self._ensure_container(path)
+        await guarded(
+            self._blob(path).upload_blob(
+                data, overwrite=True, content_settings=ContentSettings(content_type=content_type)
+            ),
+            self._timeout,
+        )
+
+    async def info(self, path: str) -> BlobInfo:
+        """Content type, download file name and metadata; NotFound when missing."""
+        props = await guarded(self._blob(path).get_blob_properties(), self._timeout)
+        settings = props.content_settings
+        _, name = split_path(path)
+        return BlobInfo(
+            content_type=settings.content_type or "application/octet-stream",
+            file_name=file_name_of(settings.content_disposition) or name.rsplit("/", 1)[-1],
+            metadata=decode_metadata(props.metadata or {}),
+        )
+
+    async def close(self) -> None:
+        """Release the HTTP session and the credential."""
+        try:
+            await self._service.close()
+        finally:
+            if self._credential is not None:
+                await self._credential.close()
+
+
+class AzureBlobUpload:
+    """One export being written as staged blocks of `block_size` bytes."""
+
+    def __init__(self, blob: BlobClient, info: BlobInfo, timeout: float, block_size: int) -> None:
+        self._blob = blob
+        self._info = info
+        self._timeout = timeout
+        self._block_size = block_size
+        # One prefix per upload: two writers of the same path never share a block id.
+        self._prefix = uuid.uuid4().hex
+        self._block_ids: list[str] = []
+        self._buffer = bytearray()
+        self._finished = False
+
+    async def write(self, chunk: bytes) -> None:
+        """Buffer bytes; stage a block each time a full block has arrived."""
+        self._check_open()
+        self._buffer.extend(chunk)
+        while len(self._buffer) >= self._block_size:
+            await self._stage(bytes(self._buffer[: self._block_size]))
+            del self._buffer[: self._block_size]
+
+    async def commit(self) -> None:
+        """Stage the rest and commit the block list: the blob appears whole, with its settings."""
+        self._check_open()
+        if self._buffer:
+            await self._stage(bytes(self._buffer))
+            self._buffer.clear()
+        await guarded(
+            self._blob.commit_block_list(
+                [BlobBlock(block_id, BlockState.UNCOMMITTED) for block_id in self._block_ids],
+                content_settings=ContentSettings(
+                    content_type=self._info.content_type,
+                    content_disposition=content_disposition(self._info.file_name),
+                ),
+                metadata=encode_metadata(self._info.metadata),
+            ),
+            self._timeout,
+        )
+        self._finished = True
+
+    async def abort(self) -> None:
+        """Forget the staged blocks: never committed, the service discards them."""
+        self._buffer.clear()
+        self._block_ids.clear()
+        self._finished = True
+
+    async def _stage(self, data: bytes) -> None:
+        raw = f"{self._prefix}-{len(self._block_ids):06d}".encode()
+        block_id = base64.b64encode(raw).decode("ascii")  # same length for every block
+        await guarded(self._blob.stage_block(block_id, data, length=len(data)), self._timeout)
+        self._block_ids.append(block_id)
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise RuntimeError("upload already committed or aborted")
+
+
+def content_disposition(file_name: str) -> str:
+    """`attachment; filename="…"`, with an RFC 6266 `filename*` when the name is not ASCII."""
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in file_name)
+    header = f'attachment; filename="{fallback}"'
+    if fallback != file_name:
+        header += f"; filename*=UTF-8''{quote(file_name, safe='')}"
+    return header
+
+
+def file_name_of(disposition: str | None) -> str | None:
+    """The download file name a Content-Disposition header carries, if any."""
+    if not disposition:
+        return None
+    extended = re.search(r"filename\*\s*=\s*UTF-8''([^;\s]+)", disposition, re.IGNORECASE)
+    if extended:
+        return unquote(extended.group(1))
+    plain = re.search(r'filename\s*=\s*"([^"]*)"', disposition, re.IGNORECASE)
+    return plain.group(1) if plain else None
+
+
+def encode_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """Blob metadata must be ASCII: keys as identifiers, values percent-encoded."""
+    encoded = {}
+    for key, value in metadata.items():
+        name = _METADATA_KEY.sub("_", key) or "_"
+        if name[0].isdigit():
+            name = "_" + name
+        encoded[name] = quote(str(value), safe=_METADATA_SAFE)
+    return encoded
+
+
+def decode_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """The inverse of `encode_metadata` for values (keys were already identifiers)."""
+    return {key: unquote(value) for key, value in metadata.items()}

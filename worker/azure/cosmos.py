@@ -1,0 +1,309 @@
+"""Cosmos DB adapters of the `ConversationStore` and `Ledger` ports (SPEC sections 3 and 6).
+
+Containers and partition keys: conversations `/id`, messages `/conversation_id`, turns
+`/conversation_id`. Reads are point reads or parameterised queries; every query that can
+name its conversation does so in its text *and* as the partition key (the real service
+uses the partition key, the emulator only the text).
+
+Throttling: the SDK retries 429s itself, `THROTTLE_RETRIES` times and for at most half of
+our per-call deadline (`sdk_timeout_seconds`), so a throttled call fails as a
+`TransientStoreError` before the guard fires and the runtime's backoff takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.cosmos import PartitionKey
+from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
+
+from worker.azure.credentials import cosmos_client
+from worker.azure.timeouts import guarded, guarded_iter
+from worker.ports import Conflict, NotFound
+from worker.settings import Settings
+
+# History reads newest first and the caller stops early; TOP only caps a runaway read.
+# The window needs at most history_limit_max (40) messages plus the look-back (40) plus
+# the current turn, so 2000 is far above any real need and still a bound.
+HISTORY_TOP = 2000
+PAGE_SIZE = 100
+THROTTLE_RETRIES = 5
+CONNECTION_RETRIES = 3
+PUT_ATTEMPTS = 5
+# cosmosdb-server answers a point read of a missing item with a 500 unless this is sent.
+EMULATOR_HEADERS = {"x-ms-documentdb-query-enablecrosspartition": "true"}
+_SYSTEM_KEYS = ("_rid", "_self", "_etag", "_attachments", "_ts")
+
+HISTORY_QUERY = (
+    "SELECT TOP @n * FROM c WHERE c.conversation_id = @cid AND c.seq <= @max ORDER BY c.seq DESC"
+)
+TURNS_QUERY = "SELECT * FROM c WHERE c.conversation_id = @cid ORDER BY c.seq"
+EXPORTS_QUERY = "SELECT * FROM c WHERE c.conversation_id = @cid AND c.export != null ORDER BY c.seq"
+ALL_EXPORTS_QUERY = "SELECT * FROM c WHERE c.export != null"
+FIND_EXPORT_QUERY = "SELECT * FROM c WHERE c.export.export_id = @eid"
+
+
+class CosmosAccount:
+    """One CosmosClient shared by the store and the ledger, opened on first use and closed
+    when its last user releases it."""
+
+    def __init__(self, settings: Settings, *, emulator: bool | None = None) -> None:
+        """`emulator` (default: TLS verification off) adds the header cosmosdb-server needs."""
+        self._settings = settings
+        self.timeout = settings.sdk_timeout_seconds
+        self._emulator = (not settings.cosmos_verify_tls) if emulator is None else emulator
+        self._client: CosmosClient | None = None
+        self._credential: Any = None
+        self._containers: dict[str, ContainerProxy] = {}
+        self._lock = asyncio.Lock()
+        self._users = 0
+
+    def acquire(self) -> CosmosAccount:
+        """Count one more user; each user calls `release` once."""
+        self._users += 1
+        return self
+
+    async def container(self, name: str) -> ContainerProxy:
+        """The named container, after the account is opened (and resources created)."""
+        if name not in self._containers:
+            async with self._lock:
+                if name not in self._containers:
+                    await self._open()
+        return self._containers[name]
+
+    async def _open(self) -> None:
+        options: dict[str, Any] = {
+            "retry_total": CONNECTION_RETRIES,
+            "retry_throttle_total": THROTTLE_RETRIES,
+            "retry_throttle_backoff_max": max(1, int(self.timeout / 2)),
+        }
+        if self._emulator:
+            options["headers"] = dict(EMULATOR_HEADERS)
+        client, credential = cosmos_client(self._settings, **options)
+        try:
+            await guarded(client.__aenter__(), self.timeout)
+            database = await self._database(client)
+        except BaseException:
+            await _close(client, credential)
+            raise
+        self._client, self._credential = client, credential
+        for name in self._partition_keys():
+            self._containers[name] = database.get_container_client(name)
+
+    def _partition_keys(self) -> dict[str, str]:
+        s = self._settings
+        return {
+            s.conversations_container: "/id",
+            s.messages_container: "/conversation_id",
+            s.turns_container: "/conversation_id",
+        }
+
+    async def _database(self, client: CosmosClient) -> DatabaseProxy:
+        """The database; created with its containers first when the settings say so.
+
+        Replicas starting together race on "if not exists": losing (409) means it exists.
+        """
+        s = self._settings
+        database = client.get_database_client(s.cosmos_database)
+        if not s.cosmos_create_resources:
+            return database
+        with contextlib.suppress(Conflict):
+            await guarded(client.create_database_if_not_exists(s.cosmos_database), self.timeout)
+        for name, key in self._partition_keys().items():
+            with contextlib.suppress(Conflict):
+                await guarded(
+                    database.create_container_if_not_exists(
+                        name, partition_key=PartitionKey(path=key)
+                    ),
+                    self.timeout,
+                )
+        return database
+
+    async def release(self) -> None:
+        """Drop one user; the last one closes the client and its credential."""
+        self._users -= 1
+        if self._users > 0 or self._client is None:
+            return
+        client, self._client = self._client, None
+        self._containers.clear()
+        await _close(client, self._credential)
+
+    async def query(
+        self, container: str, text: str, parameters: dict[str, Any], partition_key: str | None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Run one parameterised query, page by page, each page under the deadline."""
+        proxy = await self.container(container)
+        options: dict[str, Any] = {
+            "parameters": [{"name": k, "value": v} for k, v in parameters.items()],
+            "max_item_count": PAGE_SIZE,
+        }
+        if partition_key is not None:
+            options["partition_key"] = partition_key
+        pages = proxy.query_items(text, **options).by_page()
+        async for page in guarded_iter(pages, self.timeout):
+            async for item in guarded_iter(page, self.timeout):
+                yield without_system_keys(item)
+
+    async def read(self, container: str, item_id: str, partition_key: str) -> dict[str, Any]:
+        """Point-read one document as stored (system keys included); NotFound when missing."""
+        proxy = await self.container(container)
+        item: dict[str, Any] = await guarded(
+            proxy.read_item(item_id, partition_key=partition_key), self.timeout
+        )
+        return item
+
+    async def upsert(self, container: str, document: Mapping[str, Any]) -> None:
+        """Insert or replace one document."""
+        proxy = await self.container(container)
+        await guarded(proxy.upsert_item(dict(document)), self.timeout)
+
+
+async def _close(client: CosmosClient, credential: Any) -> None:
+    try:
+        await client.close()
+    finally:
+        if credential is not None:
+            await credential.close()
+
+
+def without_system_keys(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The document as the chat service wrote it, without Cosmos's bookkeeping."""
+    return {k: v for k, v in document.items() if k not in _SYSTEM_KEYS}
+
+
+class AzureConversationStore:
+    """Conversations and messages, read from the chat service's Cosmos containers."""
+
+    def __init__(self, settings: Settings, *, account: CosmosAccount | None = None) -> None:
+        """Share `account` with the ledger to use one client (default: an own one)."""
+        self._account = (account or CosmosAccount(settings)).acquire()
+        self._conversations = settings.conversations_container
+        self._messages = settings.messages_container
+
+    async def get_conversation(self, conversation_id: str) -> dict[str, Any]:
+        """Point-read a conversation (partition key = its id); NotFound when missing."""
+        doc = await self._account.read(self._conversations, conversation_id, conversation_id)
+        return without_system_keys(doc)
+
+    async def get_message(self, conversation_id: str, message_id: str) -> dict[str, Any]:
+        """Point-read a message in its conversation's partition; NotFound when missing."""
+        doc = await self._account.read(self._messages, message_id, conversation_id)
+        return without_system_keys(doc)
+
+    async def history(self, conversation_id: str, max_seq: int) -> AsyncIterator[dict[str, Any]]:
+        """Messages with seq <= max_seq, newest first: one partition query, read lazily."""
+        params = {"@n": HISTORY_TOP, "@cid": conversation_id, "@max": max_seq}
+        async for doc in self._account.query(
+            self._messages, HISTORY_QUERY, params, partition_key=conversation_id
+        ):
+            yield doc
+
+    async def put_conversation(self, document: Mapping[str, Any]) -> None:
+        """Upsert a conversation (fixtures, tests)."""
+        await self._account.upsert(self._conversations, document)
+
+    async def put_message(self, document: Mapping[str, Any]) -> None:
+        """Upsert a message (fixtures, tests)."""
+        await self._account.upsert(self._messages, document)
+
+    async def close(self) -> None:
+        """Release the shared client."""
+        await self._account.release()
+
+
+class AzureLedger:
+    """Turn records in the `turns` container, written with ETag optimistic concurrency."""
+
+    def __init__(self, settings: Settings, *, account: CosmosAccount | None = None) -> None:
+        """Share `account` with the store to use one client (default: an own one)."""
+        self._account = (account or CosmosAccount(settings)).acquire()
+        self._turns = settings.turns_container
+
+    async def get(self, conversation_id: str, turn_id: str) -> dict[str, Any] | None:
+        """The turn record, or None."""
+        try:
+            doc = await self._account.read(self._turns, turn_id, conversation_id)
+        except NotFound:
+            return None
+        return without_system_keys(doc)
+
+    async def put(self, record: Mapping[str, Any]) -> None:
+        """Write the turn record: replace under the read ETag, or create when absent.
+
+        A lost race (412/409) re-reads and converges: when the winner's record is already
+        `published` with its event sent it is final and is kept, else ours is written again.
+        """
+        doc = dict(record)
+        doc.setdefault("id", doc.get("turn_id"))
+        proxy = await self._account.container(self._turns)
+        timeout = self._account.timeout
+        for attempt in range(PUT_ATTEMPTS):
+            try:
+                current = await self._account.read(self._turns, doc["id"], doc["conversation_id"])
+            except NotFound:
+                current = None
+            if attempt > 0 and current is not None and is_final(current):
+                return
+            try:
+                if current is None:
+                    await guarded(proxy.create_item(doc), timeout)
+                else:
+                    await guarded(
+                        proxy.replace_item(
+                            doc["id"],
+                            doc,
+                            etag=current["_etag"],
+                            match_condition=MatchConditions.IfNotModified,
+                        ),
+                        timeout,
+                    )
+                return
+            except Conflict:
+                continue
+        raise Conflict(f"turn record kept changing under {PUT_ATTEMPTS} writes")
+
+    async def list_turns(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's turn records ordered by seq (records without one last)."""
+        params = {"@cid": conversation_id}
+        query = self._account.query(self._turns, TURNS_QUERY, params, partition_key=conversation_id)
+        return by_seq([doc async for doc in query])
+
+    async def list_exports(self, conversation_id: str | None = None) -> list[dict[str, Any]]:
+        """Records with an export, by conversation then seq; without a conversation this is
+        a cross-partition query (sorted here: no composite index needed)."""
+        if conversation_id is None:
+            query = self._account.query(self._turns, ALL_EXPORTS_QUERY, {}, partition_key=None)
+        else:
+            params = {"@cid": conversation_id}
+            query = self._account.query(
+                self._turns, EXPORTS_QUERY, params, partition_key=conversation_id
+            )
+        records = by_seq([doc async for doc in query])
+        return sorted(records, key=lambda r: str(r.get("conversation_id", "")))
+
+    async def find_export(self, export_id: str) -> dict[str, Any] | None:
+        """The turn record holding this export id (a cross-partition query), or None."""
+        params = {"@eid": export_id}
+        async for doc in self._account.query(
+            self._turns, FIND_EXPORT_QUERY, params, partition_key=None
+        ):
+            return doc
+        return None
+
+    async def close(self) -> None:
+        """Release the shared client."""
+        await self._account.release()
+
+
+def is_final(record: Mapping[str, Any]) -> bool:
+    """A published record whose event went out: nothing may replace it."""
+    return record.get("decision") == "published" and record.get("event_sent") is True
+
+
+def by_seq(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records by seq; Cosmos sorts a null seq first, the ports want it last."""
+    return sorted(records, key=lambda r: (r.get("seq") is None, r.get("seq") or 0))

@@ -1,0 +1,87 @@
+"""How each Azure client authenticates: a connection string / key when one is configured
+(development, emulators), else `DefaultAzureCredential` (managed identity in Azure).
+
+Secrets stay in `SecretStr` until the moment a client is built; they are never logged,
+never put in an exception message, never kept on an adapter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from azure.core.credentials_async import AsyncTokenCredential
+from azure.cosmos.aio import CosmosClient
+from azure.identity.aio import DefaultAzureCredential
+from azure.servicebus.aio import ServiceBusClient
+from azure.servicebus.aio.management import ServiceBusAdministrationClient
+from azure.storage.blob.aio import BlobServiceClient
+
+from worker.settings import Settings
+
+
+class AzureNotConfigured(ValueError):
+    """A service is used but neither its endpoint nor its connection string / key is set."""
+
+
+def default_credential() -> AsyncTokenCredential:
+    """The credential used when no key is configured (close it with the client)."""
+    return DefaultAzureCredential()
+
+
+def blob_service(
+    settings: Settings, **options: Any
+) -> tuple[BlobServiceClient, AsyncTokenCredential | None]:
+    """A Blob service client and the token credential it owns (None with a connection string)."""
+    if settings.blob_connection_string is not None:
+        secret = settings.blob_connection_string.get_secret_value()
+        return BlobServiceClient.from_connection_string(secret, **options), None
+    if not settings.blob_account_url:
+        raise AzureNotConfigured(
+            "set EXPORT_WORKER_BLOB_ACCOUNT_URL or EXPORT_WORKER_BLOB_CONNECTION_STRING"
+        )
+    credential = default_credential()
+    return BlobServiceClient(
+        settings.blob_account_url, credential=credential, **options
+    ), credential
+
+
+def cosmos_client(
+    settings: Settings, **options: Any
+) -> tuple[CosmosClient, AsyncTokenCredential | None]:
+    """A Cosmos client and the token credential it owns (None with an account key)."""
+    if not settings.cosmos_endpoint:
+        raise AzureNotConfigured("set EXPORT_WORKER_COSMOS_ENDPOINT")
+    if not settings.cosmos_verify_tls:
+        options["connection_verify"] = False  # emulators' self-signed certificates only
+    if settings.cosmos_key is not None:
+        key = settings.cosmos_key.get_secret_value()
+        return CosmosClient(settings.cosmos_endpoint, credential=key, **options), None
+    credential = default_credential()
+    return CosmosClient(settings.cosmos_endpoint, credential=credential, **options), credential
+
+
+def servicebus_client(
+    settings: Settings, **options: Any
+) -> tuple[ServiceBusClient, AsyncTokenCredential | None]:
+    """A Service Bus client and the token credential it owns (None with a connection string)."""
+    if settings.servicebus_connection_string is not None:
+        secret = settings.servicebus_connection_string.get_secret_value()
+        return ServiceBusClient.from_connection_string(secret, **options), None
+    if not settings.servicebus_namespace:
+        raise AzureNotConfigured(
+            "set EXPORT_WORKER_SERVICEBUS_NAMESPACE or EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"
+        )
+    credential = default_credential()
+    return ServiceBusClient(settings.servicebus_namespace, credential, **options), credential
+
+
+def servicebus_admin(
+    settings: Settings, credential: AsyncTokenCredential | None
+) -> ServiceBusAdministrationClient:
+    """The management client (queue runtime counts), authenticated like the data client."""
+    if settings.servicebus_connection_string is not None:
+        secret = settings.servicebus_connection_string.get_secret_value()
+        return ServiceBusAdministrationClient.from_connection_string(secret)
+    if not settings.servicebus_namespace or credential is None:
+        raise AzureNotConfigured("set EXPORT_WORKER_SERVICEBUS_NAMESPACE")
+    return ServiceBusAdministrationClient(settings.servicebus_namespace, credential)

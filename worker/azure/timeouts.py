@@ -1,0 +1,122 @@
+"""The guard around every Azure SDK call: our own deadline, and SDK errors as port errors.
+
+The SDKs retry on their own and can still hang (a half-open AMQP link, a stalled socket),
+so no call is awaited without `guarded` and a deadline. Whatever comes out is mapped here,
+in one place, to the errors the ports promise (`worker/ports.py`):
+
+- missing document, blob or message (404)                  -> NotFound
+- ETag mismatch (412), already exists (409), lost block list -> Conflict
+- message or session lock expired or taken                 -> LockLost
+- throttled (429), 408, 5xx, connection and read failures,
+  our deadline, SDK operation timeouts, retryable Service Bus errors -> TransientStoreError
+
+Anything else (bad credentials, a missing queue, a programming error) is left as it is:
+it is not worth retrying and the runtime treats it as a bug.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+import aiohttp
+from azure.core import exceptions as core_errors
+from azure.servicebus import exceptions as sb_errors
+
+from worker.ports import Conflict, LockLost, NotFound, TransientStoreError
+
+T = TypeVar("T")
+
+_TRANSIENT_STATUS = frozenset({408, 429})
+_CONFLICT_STATUS = frozenset({409, 412})
+# Blob codes for "someone else committed this blob while we staged": a lost race.
+_CONFLICT_CODES = frozenset({"InvalidBlockList", "BlobAlreadyExists", "ConditionNotMet"})
+
+_TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
+    TimeoutError,  # asyncio.TimeoutError is this class since Python 3.11
+    core_errors.ServiceRequestError,  # includes ServiceRequestTimeoutError
+    core_errors.ServiceResponseError,  # includes ServiceResponseTimeoutError
+    core_errors.IncompleteReadError,  # the connection dropped mid-body
+    aiohttp.ClientError,
+    ConnectionError,
+    sb_errors.OperationTimeoutError,
+    sb_errors.ServiceBusConnectionError,
+    sb_errors.ServiceBusCommunicationError,
+    sb_errors.ServiceBusServerBusyError,
+)
+
+_CONFIGURATION_TYPES: tuple[type[BaseException], ...] = (
+    sb_errors.ServiceBusAuthenticationError,
+    sb_errors.ServiceBusAuthorizationError,
+)
+
+
+def port_error(exc: BaseException) -> BaseException:
+    """The port error an SDK exception stands for, or the exception itself when none does."""
+    if isinstance(exc, NotFound | Conflict | LockLost | TransientStoreError):
+        return exc
+    if isinstance(exc, sb_errors.MessageLockLostError | sb_errors.SessionLockLostError):
+        return LockLost(_describe(exc))
+    if isinstance(exc, sb_errors.MessageNotFoundError):
+        return NotFound(_describe(exc))
+    if isinstance(exc, _TRANSIENT_TYPES):
+        return TransientStoreError(_describe(exc))
+    if isinstance(exc, core_errors.HttpResponseError):
+        return _from_status(exc)
+    if isinstance(exc, core_errors.AzureError) and type(exc).__name__ == "CosmosClientTimeoutError":
+        return TransientStoreError(_describe(exc))
+    if isinstance(exc, _CONFIGURATION_TYPES):
+        return exc  # flagged retryable by the SDK, which has already retried: a setup problem
+    if isinstance(exc, sb_errors.ServiceBusError) and getattr(exc, "_retryable", False):
+        return TransientStoreError(_describe(exc))
+    return exc
+
+
+def _from_status(exc: core_errors.HttpResponseError) -> BaseException:
+    status = exc.status_code
+    if isinstance(exc, core_errors.ResourceNotFoundError) or status == 404:
+        return NotFound(_describe(exc))
+    code = getattr(exc, "error_code", None)
+    if (
+        isinstance(exc, core_errors.ResourceModifiedError | core_errors.ResourceExistsError)
+        or status in _CONFLICT_STATUS
+        or code in _CONFLICT_CODES
+    ):
+        return Conflict(_describe(exc))
+    if status is not None and (status in _TRANSIENT_STATUS or status >= 500):
+        return TransientStoreError(_describe(exc))
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """Type and status only: SDK messages can echo request URLs, never needed in our errors."""
+    status = getattr(exc, "status_code", None)
+    code = getattr(exc, "error_code", None)
+    parts = [type(exc).__name__]
+    if status is not None:
+        parts.append(str(status))
+    if code:
+        parts.append(str(code))
+    return " ".join(parts)
+
+
+async def guarded(operation: Awaitable[T], timeout: float) -> T:
+    """Await one SDK call within `timeout` seconds; its errors come out as port errors."""
+    try:
+        return await asyncio.wait_for(operation, timeout)
+    except Exception as exc:
+        mapped = port_error(exc)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
+async def guarded_iter(items: AsyncIterator[T], timeout: float) -> AsyncIterator[T]:
+    """Iterate an SDK async iterator (pages, chunks), each step within `timeout` seconds."""
+    while True:
+        try:
+            item = await guarded(items.__anext__(), timeout)
+        except StopAsyncIteration:
+            return
+        yield item
