@@ -66,18 +66,16 @@ class TurnHandler:
         existing = await ledger.get(event.conversation_id, event.turn_id)
         if existing is not None:
             record = TurnRecord.model_validate(existing)
+            if record.user_id != event.user_id:
+                # Not a redelivery: another user names a recorded turn. A forged event must
+                # meet authorisation (and its security warning) like any first delivery.
+                await self._authorised(event, log)
             if record.decision != "published" or record.event_sent:
                 log.info("turn_already_recorded", decision=record.decision)
                 return record
             return await self._announce(record, log)
 
-        conversation = await self._conversation(event)
-        access = story.authorise(conversation, event.user_id)
-        if access == "forbidden":
-            log.warning("export_not_authorized", user_id=event.user_id, security=True)
-            raise PermanentError(
-                "not_authorized", "the user is neither owner nor participant of the conversation"
-            )
+        conversation, access = await self._authorised(event, log)
         if access == "deleted":
             facts = story.TurnFacts(None, False, StateAfter(state="idle"), None)
             return await self._record(event, "conversation_deleted", facts, None, log)
@@ -104,6 +102,19 @@ class TurnHandler:
             return await self._export(event, outcome, spool, log)
 
     # ----------------------------------------------------------------------------------
+    async def _authorised(
+        self, event: TurnCompleted, log: Any
+    ) -> tuple[Conversation, story.Authorisation]:
+        """The conversation and the user's access to it; not_authorized for a stranger."""
+        conversation = await self._conversation(event)
+        access = story.authorise(conversation, event.user_id)
+        if access == "forbidden":
+            log.warning("export_not_authorized", user_id=event.user_id, security=True)
+            raise PermanentError(
+                "not_authorized", "the user is neither owner nor participant of the conversation"
+            )
+        return conversation, access
+
     async def _conversation(self, event: TurnCompleted) -> Conversation:
         try:
             document = await self.backend.store.get_conversation(event.conversation_id)
