@@ -23,6 +23,9 @@ from worker.ports import BlobInfo, NotFound
 STAGING_DIR = ".staging"
 META_DIR = ".meta"
 # Staged files older than this belong to a writer that died; opening LocalBlobs drops them.
+# Sooner, too: a staged file is named after its writer's process id, and a file whose
+# writer is no longer running (killed mid-upload) is dropped at once. The local backend is
+# one machine's, so a process id names the same writer for every process sharing the home.
 STALE_STAGING_SECONDS = 3600.0
 
 
@@ -121,7 +124,7 @@ class LocalBlobs:
         return self._root.joinpath(META_DIR, *folders, f"{name}.json")
 
     def _stage(self) -> tuple[IO[bytes], Path]:
-        fd, name = tempfile.mkstemp(dir=self._staging, suffix=".part")
+        fd, name = tempfile.mkstemp(dir=self._staging, prefix=f"{os.getpid()}-", suffix=".part")
         return os.fdopen(fd, "wb"), Path(name)
 
     def _install(self, temp: Path, path: str, info: BlobInfo) -> None:
@@ -205,7 +208,26 @@ class LocalBlobUpload:
 def _sweep_staging(staging: Path, older_than: float) -> None:
     for entry in staging.iterdir():
         try:
-            if entry.is_file() and entry.stat().st_mtime < older_than:
+            if entry.is_file() and (
+                entry.stat().st_mtime < older_than or not _writer_alive(entry.name)
+            ):
                 entry.unlink()
         except FileNotFoundError:
             continue  # another process swept it first
+
+
+def _writer_alive(name: str) -> bool:
+    """Whether the process that staged `name` (`{pid}-….part`) may still be writing it."""
+    pid_text = name.split("-", 1)[0]
+    if not pid_text.isdigit():
+        return True  # not named by a writer we know: only its age decides
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by someone else
+    return True
