@@ -14,6 +14,7 @@ cannot do what the port says, the nearest honest behaviour is documented on the 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import contextlib
 import json
 import uuid
@@ -129,6 +130,20 @@ class AzureSession:
         self._held = None
 
 
+UNROUTED_SESSION = "_unrouted"
+MAX_SESSION_ID = 128
+
+
+def service_bus_session(session_id: str) -> str:
+    """A session id Service Bus accepts: an event without a usable conversation id (it will
+    be dead-lettered as schema_invalid) still needs a session on a session-enabled queue."""
+    if not session_id:
+        return UNROUTED_SESSION
+    if len(session_id) > MAX_SESSION_ID:
+        return "_h" + hashlib.sha256(session_id.encode()).hexdigest()
+    return session_id
+
+
 class AzureQueue:
     """The turn.completed queue (sessions on) and its dead-letter sub-queue."""
 
@@ -164,7 +179,7 @@ class AzureQueue:
         """Enqueue one message on a session (a fresh message id unless one is given)."""
         message = ServiceBusMessage(
             body,
-            session_id=session_id,
+            session_id=service_bus_session(session_id),
             message_id=message_id or uuid.uuid4().hex,
             application_properties=dict(properties or {}),  # type: ignore[arg-type]
         )
