@@ -14,8 +14,8 @@ cannot do what the port says, the nearest honest behaviour is documented on the 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import contextlib
+import hashlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
