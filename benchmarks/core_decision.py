@@ -1,0 +1,245 @@
+"""CPU cost of the pure decision core: the turn story, the history window and call pairing.
+
+The history is 40 messages (10 earlier turns, each a request, one assistant message with 3
+parallel calls, one tool message answering them, a reply) before the current turn, with a
+history limit of 40 so the window covers all of it. Everything is in memory: this measures
+the decision alone, no I/O. Best of several `timeit` repeats, in microseconds per call.
+
+    .venv/bin/python benchmarks/core_decision.py
+    .venv/bin/python benchmarks/core_decision.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import timeit
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from handlers import turn as story
+from handlers.compaction import build_citation
+from handlers.window import history_window, pair, paired_calls
+from schemas.documents import Conversation, Message, parse_message
+from schemas.events import parse_turn_completed
+
+HEADER = "| case | messages | µs per call | calls/s |"
+CID = "conv_core"
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/public/headline.fixture.json"
+PARALLEL = ("list_instances", "list_parameters", "list_parameter_history")
+
+
+def telemetry(rows: int) -> dict[str, Any]:
+    """A tool result of `rows` telemetry samples."""
+    items = [
+        {
+            "timestamp": f"2026-11-19T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+            "parameter": "BatteryVoltage1",
+            "value": 12.0 + i % 50 / 100,
+            "unit": "V",
+        }
+        for i in range(rows)
+    ]
+    return {"page": 1, "total": rows, "items": items}
+
+
+class History:
+    """Stored message documents, as the chat service writes them."""
+
+    def __init__(self) -> None:
+        self.documents: list[dict[str, Any]] = []
+        self.turn = 0
+
+    def add(self, role: str, **fields: Any) -> str:
+        seq = len(self.documents) + 1
+        self.documents.append(
+            {
+                "id": f"m{seq}",
+                "conversation_id": CID,
+                "turn_id": f"t{self.turn}",
+                "seq": seq,
+                "role": role,
+                "created_at": "2026-11-20T09:00:00Z",
+                "deleted": False,
+                **fields,
+            }
+        )
+        return f"m{seq}"
+
+    def turn_with_parallel_calls(self, request: str, reply: str, rows: int) -> tuple[str, str]:
+        """User, assistant with 3 parallel calls, one tool message, reply: 4 messages."""
+        self.turn += 1
+        user = self.add("user", content=request)
+        calls, results = [], []
+        for k, name in enumerate(PARALLEL):
+            call_id = f"call_{self.turn}_{k}"
+            result = telemetry(rows if name == "list_parameter_history" else 1)
+            calls.append({"id": call_id, "name": name, "arguments": {"page": 1}})
+            results.append(
+                {
+                    "call_id": call_id,
+                    "name": name,
+                    "success": True,
+                    "citation": build_citation(result),
+                    "artifact": f"artifacts/{CID}/t{self.turn}/{call_id}.json",
+                }
+            )
+        self.add("assistant", content="", tool_calls=calls)
+        self.add("tool", results=results)
+        return user, self.add("assistant", content=reply, tool_calls=[])
+
+    def plain_turn(self, request: str, reply: str) -> tuple[str, str]:
+        """A request answered without tool calls: user and reply."""
+        self.turn += 1
+        return self.add("user", content=request), self.add("assistant", content=reply)
+
+    def messages(self) -> list[Message]:
+        return [parse_message(document) for document in self.documents]
+
+
+def turn_input(history: History, user: str, reply: str) -> story.TurnInput:
+    """The TurnInput the shell would build for the turn (user, reply)."""
+    event = {
+        "type": "turn.completed",
+        "version": 1,
+        "event_id": "evt_core",
+        "occurred_at": "2026-11-20T09:01:00Z",
+        "conversation_id": CID,
+        "user_id": "user_core",
+        "turn_id": f"t{history.turn}",
+        "user_message_id": user,
+        "reply_message_id": reply,
+        "history_limit": 40,
+    }
+    return story.TurnInput(
+        event=parse_turn_completed(json.dumps(event)),
+        conversation=Conversation.model_validate({"id": CID, "user_id": "user_core"}),
+        messages=history.messages(),
+        history_limit=40,
+        artifacts_container="artifacts",
+        exports_container="exports",
+        now=NOW,
+    )
+
+
+def earlier_turns(history: History) -> None:
+    """10 turns of 4 messages each: 40 messages of history with parallel calls."""
+    for n in range(10):
+        history.turn_with_parallel_calls(
+            f"Show the BatteryVoltage1 history of day {n + 1}",
+            f"Day {n + 1} averaged 12.4 V with no alarms.",
+            rows=450,
+        )
+
+
+def current_turn_input() -> story.TurnInput:
+    """40 messages of history, then a turn with 3 parallel calls asking for a csv."""
+    history = History()
+    earlier_turns(history)
+    user, reply = history.turn_with_parallel_calls(
+        "Retrieve the BatteryVoltage1 history for sat-07 and create a csv",
+        "I retrieved 450 samples; here they are.",
+        rows=450,
+    )
+    return turn_input(history, user, reply)
+
+
+def reach_back_input() -> story.TurnInput:
+    """40 messages of history, then 'now create a csv of that' with no tool calls."""
+    history = History()
+    earlier_turns(history)
+    user, reply = history.plain_turn("Now create a csv of that data", "Creating the csv now.")
+    return turn_input(history, user, reply)
+
+
+def decide_and_select(inp: story.TurnInput) -> story.Outcome:
+    """decide, then after_rows with nothing fed: the reach-back decides from citations."""
+    outcome = story.decide(inp)
+    assert isinstance(outcome, story.NeedRows)
+    return story.after_rows(outcome)
+
+
+def headline_input() -> tuple[story.TurnInput, dict[str, Any]]:
+    """The public headline fixture (7 messages, 900 rows in two pages) and its artifacts."""
+    fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    event = fixture["events"][0]
+    inp = story.TurnInput(
+        event=parse_turn_completed(json.dumps(event)),
+        conversation=Conversation.model_validate(fixture["conversations"][0]),
+        messages=[parse_message(m) for m in fixture["messages"]],
+        history_limit=10,
+        artifacts_container="artifacts",
+        exports_container="exports",
+        now=NOW,
+    )
+    return inp, fixture["artifacts"]
+
+
+def whole_story(inp: story.TurnInput, artifacts: dict[str, Any]) -> story.Outcome:
+    """decide, feed the planned artifacts' rows (in memory), after_rows: the ExportPlan."""
+    outcome = story.decide(inp)
+    while isinstance(outcome, story.NeedRows):
+        for ref in outcome.fetch:
+            assert ref.artifact is not None
+            for _ in outcome.collector.feed(ref, artifacts[ref.artifact]["result"]):
+                pass
+        outcome = story.after_rows(outcome)
+    assert isinstance(outcome, story.ExportPlan), outcome
+    return outcome
+
+
+def per_call_us(work: Callable[[], object], repeats: int, quick: bool) -> float:
+    """Best of `repeats` timeit runs, in microseconds per call."""
+    timer = timeit.Timer(work)
+    number = 20 if quick else timer.autorange()[0]
+    return min(timer.repeat(repeat=repeats, number=number)) / number * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=7, help="timeit repeats (best is kept)")
+    parser.add_argument("--quick", action="store_true", help="few repeats, for a CI smoke run")
+    args = parser.parse_args(argv)
+    repeats = 2 if args.quick else args.repeats
+
+    current = current_turn_input()
+    reach = reach_back_input()
+    headline, artifacts = headline_input()
+    history = list(current.messages)[:40]
+    first = story.decide(current)
+    assert isinstance(first, story.NeedRows) and len(first.fetch) == 1, first
+    plan = decide_and_select(reach)
+    assert isinstance(plan, story.NeedRows) and plan.row_source == "prior_turn", plan
+    assert len(pair(history)) == 40 and len(history_window(history, 40)) == 40
+
+    cases: list[tuple[str, int, Callable[[], object]]] = [
+        ("decide (current turn: 3 parallel calls, 40 earlier)", 44, lambda: story.decide(current)),
+        ("decide + after_rows (reach-back, from citations)", 42, lambda: decide_and_select(reach)),
+        ("history_window(limit 40)", 40, lambda: history_window(history, 40)),
+        ("pair", 40, lambda: pair(history)),
+        ("paired_calls", 40, lambda: paired_calls(history)),
+        (
+            "headline: decide + 900 rows fed + after_rows",
+            7,
+            lambda: whole_story(headline, artifacts),
+        ),
+    ]
+    print(
+        f"# core decision, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+        f"{datetime.now(UTC):%Y-%m-%d}, best of {repeats}"
+    )
+    print(HEADER)
+    print("|---|---|---|---|")
+    for name, count, work in cases:
+        us = per_call_us(work, repeats, args.quick)
+        print(f"| {name} | {count} | {us:,.0f} | {1e6 / us:,.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,657 @@
+// turn-export-worker on Azure: Service Bus (turn.completed queue with sessions, export.published
+// topic), Blob Storage (artifacts in, exports out), Cosmos DB (conversations, messages, turn
+// records) and a Container Apps worker that scales on the queue's backlog with a KEDA
+// `azure-servicebus` rule. Every data-plane call uses Entra ID (managed identities); keys and
+// connection strings are disabled on all three services.
+//
+//   az deployment group create -g <rg> -f infra/main.bicep -p image=<registry>/turn-export-worker:<tag>
+//
+// Not deployed from this repository's CI (no cloud there): see infra/README.md for what was and
+// was not verified.
+
+targetScope = 'resourceGroup'
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+// ---------------------------------------------------------------------------------------------
+@description('Region of every resource.')
+param location string = resourceGroup().location
+
+@description('Short name prefix: lowercase letters and digits, starting with a letter (globally unique names get a suffix).')
+@minLength(3)
+@maxLength(11)
+param prefix string = 'turnexport'
+
+@description('Worker image built from infra/Dockerfile, e.g. myregistry.azurecr.io/turn-export-worker:0.1.0.')
+param image string
+
+@description('Azure Container Registry (in this resource group) holding the image; empty when the image is public.')
+param registryName string = ''
+
+@description('Service Bus tier. Premium for private networking and steady latency; Standard is enough for sessions.')
+@allowed([
+  'Standard'
+  'Premium'
+])
+param serviceBusSku string = 'Standard'
+
+@description('Queue of turn.completed events (EXPORT_WORKER_QUEUE_NAME).')
+param queueName string = 'turn-completed'
+
+@description('Topic of export.published events (EXPORT_WORKER_TOPIC_NAME).')
+param topicName string = 'export-published'
+
+@description('Subscription created on the topic for the chat service; empty for none.')
+param publishedSubscriptionName string = 'chat-service'
+
+@description('Worker attempts before it dead-letters with its own reason (EXPORT_WORKER_MAX_ATTEMPTS).')
+@minValue(1)
+param maxAttempts int = 5
+
+@description('Service Bus delivery limit: above maxAttempts, so the broker only dead-letters what the worker could not (crashes, lost locks).')
+@minValue(2)
+param maxDeliveryCount int = 10
+
+@description('Seconds in-flight work gets after SIGTERM before it is abandoned (EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS).')
+@minValue(0)
+@maxValue(570)
+param shutdownGraceSeconds int = 30
+
+@description('Session workers per replica (EXPORT_WORKER_CONCURRENCY): turns of different conversations handled at once.')
+@minValue(1)
+param concurrencyPerReplica int = 4
+
+@description('Seconds a session worker waits for the next message of its conversation before taking another (EXPORT_WORKER_SESSION_IDLE_SECONDS).')
+param sessionIdleSeconds string = '1.0'
+
+@description('Replicas when the queue is empty (0 scales to zero; 1 avoids a cold start on the first turn).')
+@minValue(0)
+param minReplicas int = 0
+
+@description('Upper bound of replicas. Useful concurrency is bounded by active conversations, not by messages.')
+@minValue(1)
+@maxValue(300)
+param maxReplicas int = 10
+
+@description('Queued (active) messages per replica the scale rule aims for.')
+@minValue(1)
+param messagesPerReplica int = 4
+
+@description('vCPU per replica.')
+param cpu string = '1.0'
+
+@description('Memory per replica (Consumption profile: 2 GiB per vCPU).')
+param memory string = '2Gi'
+
+@description('Maximum autoscale throughput (RU/s) shared by the chat database containers.')
+@minValue(1000)
+param cosmosMaxThroughput int = 1000
+
+@description('Days after which exports are deleted by a lifecycle rule; 0 keeps them.')
+@minValue(0)
+param exportRetentionDays int = 30
+
+@description('Object id of an Entra group of operators (DLQ list/replay, reading exports and turn records); empty for none.')
+param operatorsPrincipalId string = ''
+
+@description('Days of log retention in the Log Analytics workspace.')
+@minValue(30)
+param logRetentionDays int = 30
+
+// ---------------------------------------------------------------------------------------------
+// Names and built-in role ids
+// ---------------------------------------------------------------------------------------------
+var suffix = uniqueString(resourceGroup().id, prefix)
+var base = toLower(prefix)
+var databaseName = 'chat'
+var artifactsContainerName = 'artifacts'
+var exportsContainerName = 'exports'
+var cosmosContainers = [
+  { name: 'conversations', partitionKey: '/id' }
+  { name: 'messages', partitionKey: '/conversation_id' }
+  { name: 'turns', partitionKey: '/conversation_id' }
+]
+
+var roles = {
+  serviceBusDataReceiver: '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
+  serviceBusDataSender: '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
+  serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'
+  storageBlobDataReader: '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'
+  storageBlobDataContributor: 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
+  acrPull: '7f951dda-4ed3-4680-a7ca-43fe172d538d'
+}
+// Cosmos DB data-plane roles are not Azure RBAC roles: they live under the account.
+var cosmosDataReader = '00000000-0000-0000-0000-000000000001'
+var cosmosDataContributor = '00000000-0000-0000-0000-000000000002'
+
+// ---------------------------------------------------------------------------------------------
+// Identities: the worker's (data plane), and the scaler's (reads queue counts, which needs Manage)
+// ---------------------------------------------------------------------------------------------
+resource workerIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+  name: '${base}-worker-id'
+  location: location
+}
+
+resource scalerIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+  name: '${base}-scaler-id'
+  location: location
+}
+
+// ---------------------------------------------------------------------------------------------
+// Service Bus
+// ---------------------------------------------------------------------------------------------
+resource serviceBus 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
+  name: '${base}-sb-${suffix}'
+  location: location
+  sku: {
+    name: serviceBusSku
+    tier: serviceBusSku
+  }
+  properties: {
+    disableLocalAuth: true
+    minimumTlsVersion: '1.2'
+  }
+}
+
+// Sessions = conversations: one holder per conversation, FIFO inside it.
+resource turnQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = {
+  parent: serviceBus
+  name: queueName
+  properties: {
+    requiresSession: true
+    // The worker renews every lockDuration/3 (EXPORT_WORKER_LOCK_DURATION_SECONDS below).
+    lockDuration: 'PT1M'
+    maxDeliveryCount: maxDeliveryCount
+    deadLetteringOnMessageExpiration: true
+    defaultMessageTimeToLive: 'P14D'
+    // Off on purpose: `dlq replay` re-sends with the same message id.
+    requiresDuplicateDetection: false
+    enablePartitioning: false
+  }
+}
+
+// Message id = export id: a re-publish after a crash between send and record is dropped.
+resource publishedTopic 'Microsoft.ServiceBus/namespaces/topics@2022-10-01-preview' = {
+  parent: serviceBus
+  name: topicName
+  properties: {
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'P1D'
+    defaultMessageTimeToLive: 'P14D'
+    enablePartitioning: false
+  }
+}
+
+resource publishedSubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2022-10-01-preview' = if (!empty(publishedSubscriptionName)) {
+  parent: publishedTopic
+  name: empty(publishedSubscriptionName) ? 'unused' : publishedSubscriptionName
+  properties: {
+    lockDuration: 'PT1M'
+    maxDeliveryCount: 10
+    deadLetteringOnMessageExpiration: true
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Blob Storage
+// ---------------------------------------------------------------------------------------------
+resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
+  name: take('${base}${suffix}', 24)
+  location: location
+  kind: 'StorageV2'
+  sku: {
+    name: 'Standard_LRS'
+  }
+  properties: {
+    accessTier: 'Hot'
+    allowBlobPublicAccess: false
+    allowSharedKeyAccess: false
+    minimumTlsVersion: 'TLS1_2'
+    supportsHttpsTrafficOnly: true
+  }
+}
+
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' = {
+  parent: storage
+  name: 'default'
+}
+
+resource artifactsContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
+  parent: blobService
+  name: artifactsContainerName
+  properties: {
+    publicAccess: 'None'
+  }
+}
+
+resource exportsContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
+  parent: blobService
+  name: exportsContainerName
+  properties: {
+    publicAccess: 'None'
+  }
+}
+
+resource exportsLifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2023-05-01' = if (exportRetentionDays > 0) {
+  parent: storage
+  name: 'default'
+  properties: {
+    policy: {
+      rules: [
+        {
+          name: 'expire-exports'
+          enabled: true
+          type: 'Lifecycle'
+          definition: {
+            filters: {
+              blobTypes: [
+                'blockBlob'
+              ]
+              prefixMatch: [
+                '${exportsContainerName}/'
+              ]
+            }
+            actions: {
+              baseBlob: {
+                delete: {
+                  daysAfterModificationGreaterThan: exportRetentionDays
+                }
+              }
+            }
+          }
+        }
+      ]
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cosmos DB
+// ---------------------------------------------------------------------------------------------
+resource cosmos 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
+  name: '${base}-cosmos-${suffix}'
+  location: location
+  kind: 'GlobalDocumentDB'
+  properties: {
+    databaseAccountOfferType: 'Standard'
+    disableLocalAuth: true
+    consistencyPolicy: {
+      defaultConsistencyLevel: 'Session'
+    }
+    locations: [
+      {
+        locationName: location
+        failoverPriority: 0
+        isZoneRedundant: false
+      }
+    ]
+  }
+}
+
+resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-05-15' = {
+  parent: cosmos
+  name: databaseName
+  properties: {
+    resource: {
+      id: databaseName
+    }
+    options: {
+      autoscaleSettings: {
+        maxThroughput: cosmosMaxThroughput
+      }
+    }
+  }
+}
+
+resource containers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-05-15' = [
+  for c in cosmosContainers: {
+    parent: database
+    name: c.name
+    properties: {
+      resource: {
+        id: c.name
+        partitionKey: {
+          paths: [
+            c.partitionKey
+          ]
+          kind: 'Hash'
+        }
+      }
+    }
+  }
+]
+
+// ---------------------------------------------------------------------------------------------
+// Least-privilege role assignments for the worker
+// ---------------------------------------------------------------------------------------------
+// Receive, settle, renew session locks, peek the dead-letter sub-queue.
+resource workerReceivesQueue 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: turnQueue
+  name: guid(turnQueue.id, workerIdentity.id, roles.serviceBusDataReceiver)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+    principalId: workerIdentity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource workerSendsTopic 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: publishedTopic
+  name: guid(publishedTopic.id, workerIdentity.id, roles.serviceBusDataSender)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+    principalId: workerIdentity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource workerReadsArtifacts 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: artifactsContainer
+  name: guid(artifactsContainer.id, workerIdentity.id, roles.storageBlobDataReader)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataReader)
+    principalId: workerIdentity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource workerWritesExports 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: exportsContainer
+  name: guid(exportsContainer.id, workerIdentity.id, roles.storageBlobDataContributor)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataContributor)
+    principalId: workerIdentity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// The SDK reads account, database and container metadata before any item: one custom role with
+// only that action, at account scope; the data roles below stay on the database / container.
+resource metadataReader 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions@2024-05-15' = {
+  parent: cosmos
+  name: guid(cosmos.id, 'export-worker-metadata-reader')
+  properties: {
+    roleName: 'Export worker metadata reader'
+    type: 'CustomRole'
+    assignableScopes: [
+      cosmos.id
+    ]
+    permissions: [
+      {
+        dataActions: [
+          'Microsoft.DocumentDB/databaseAccounts/readMetadata'
+        ]
+      }
+    ]
+  }
+}
+
+resource workerReadsMetadata 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = {
+  parent: cosmos
+  name: guid(cosmos.id, workerIdentity.id, 'export-worker-metadata-reader')
+  properties: {
+    roleDefinitionId: metadataReader.id
+    principalId: workerIdentity.properties.principalId
+    scope: cosmos.id
+  }
+}
+
+// Reads conversations and messages (the whole database) ...
+resource workerReadsChat 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = {
+  parent: cosmos
+  name: guid(cosmos.id, workerIdentity.id, cosmosDataReader)
+  properties: {
+    roleDefinitionId: '${cosmos.id}/sqlRoleDefinitions/${cosmosDataReader}'
+    principalId: workerIdentity.properties.principalId
+    scope: '${cosmos.id}/dbs/${databaseName}'
+  }
+  dependsOn: [
+    database
+  ]
+}
+
+// ... and writes only its ledger.
+resource workerWritesTurns 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = {
+  parent: cosmos
+  name: guid(cosmos.id, workerIdentity.id, cosmosDataContributor)
+  properties: {
+    roleDefinitionId: '${cosmos.id}/sqlRoleDefinitions/${cosmosDataContributor}'
+    principalId: workerIdentity.properties.principalId
+    scope: '${cosmos.id}/dbs/${databaseName}/colls/turns'
+  }
+  dependsOn: [
+    containers
+  ]
+}
+
+// KEDA reads the queue's runtime counts through the management API, which needs Manage:
+// Data Owner, scoped to this one queue, on an identity the container cannot use (see the app).
+resource scalerOwnsQueue 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: turnQueue
+  name: guid(turnQueue.id, scalerIdentity.id, roles.serviceBusDataOwner)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
+    principalId: scalerIdentity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' existing = if (!empty(registryName)) {
+  name: empty(registryName) ? 'unused' : registryName
+}
+
+resource workerPullsImage 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(registryName)) {
+  scope: registry
+  name: guid(resourceGroup().id, registryName, workerIdentity.id, roles.acrPull)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.acrPull)
+    principalId: workerIdentity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operators (optional): replay dead letters, read exports and turn records
+// ---------------------------------------------------------------------------------------------
+resource operatorsReceiveQueue 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(operatorsPrincipalId)) {
+  scope: turnQueue
+  name: guid(turnQueue.id, operatorsPrincipalId, roles.serviceBusDataReceiver)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+    principalId: operatorsPrincipalId
+    principalType: 'Group'
+  }
+}
+
+resource operatorsSendQueue 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(operatorsPrincipalId)) {
+  scope: turnQueue
+  name: guid(turnQueue.id, operatorsPrincipalId, roles.serviceBusDataSender)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+    principalId: operatorsPrincipalId
+    principalType: 'Group'
+  }
+}
+
+resource operatorsReadExports 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(operatorsPrincipalId)) {
+  scope: exportsContainer
+  name: guid(exportsContainer.id, operatorsPrincipalId, roles.storageBlobDataReader)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataReader)
+    principalId: operatorsPrincipalId
+    principalType: 'Group'
+  }
+}
+
+resource operatorsReadMetadata 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = if (!empty(operatorsPrincipalId)) {
+  parent: cosmos
+  name: guid(cosmos.id, operatorsPrincipalId, 'export-worker-metadata-reader')
+  properties: {
+    roleDefinitionId: metadataReader.id
+    principalId: operatorsPrincipalId
+    scope: cosmos.id
+  }
+}
+
+resource operatorsReadTurns 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = if (!empty(operatorsPrincipalId)) {
+  parent: cosmos
+  name: guid(cosmos.id, operatorsPrincipalId, cosmosDataReader)
+  properties: {
+    roleDefinitionId: '${cosmos.id}/sqlRoleDefinitions/${cosmosDataReader}'
+    principalId: operatorsPrincipalId
+    scope: '${cosmos.id}/dbs/${databaseName}/colls/turns'
+  }
+  dependsOn: [
+    containers
+  ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Container Apps
+// ---------------------------------------------------------------------------------------------
+resource logs 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
+  name: '${base}-logs-${suffix}'
+  location: location
+  properties: {
+    sku: {
+      name: 'PerGB2018'
+    }
+    retentionInDays: logRetentionDays
+  }
+}
+
+resource environment 'Microsoft.App/managedEnvironments@2025-01-01' = {
+  name: '${base}-env'
+  location: location
+  properties: {
+    appLogsConfiguration: {
+      destination: 'log-analytics'
+      logAnalyticsConfiguration: {
+        customerId: logs.properties.customerId
+        sharedKey: logs.listKeys().primarySharedKey
+      }
+    }
+    workloadProfiles: [
+      {
+        name: 'Consumption'
+        workloadProfileType: 'Consumption'
+      }
+    ]
+  }
+}
+
+var workerEnv = [
+  { name: 'EXPORT_WORKER_BACKEND', value: 'azure' }
+  // Two identities are attached: DefaultAzureCredential must pick the worker's.
+  { name: 'AZURE_CLIENT_ID', value: workerIdentity.properties.clientId }
+  { name: 'EXPORT_WORKER_SERVICEBUS_NAMESPACE', value: '${serviceBus.name}.servicebus.windows.net' }
+  { name: 'EXPORT_WORKER_QUEUE_NAME', value: queueName }
+  { name: 'EXPORT_WORKER_TOPIC_NAME', value: topicName }
+  { name: 'EXPORT_WORKER_BLOB_ACCOUNT_URL', value: storage.properties.primaryEndpoints.blob }
+  { name: 'EXPORT_WORKER_ARTIFACTS_CONTAINER', value: artifactsContainerName }
+  { name: 'EXPORT_WORKER_EXPORTS_CONTAINER', value: exportsContainerName }
+  { name: 'EXPORT_WORKER_COSMOS_ENDPOINT', value: cosmos.properties.documentEndpoint }
+  { name: 'EXPORT_WORKER_COSMOS_DATABASE', value: databaseName }
+  { name: 'EXPORT_WORKER_CONVERSATIONS_CONTAINER', value: 'conversations' }
+  { name: 'EXPORT_WORKER_MESSAGES_CONTAINER', value: 'messages' }
+  { name: 'EXPORT_WORKER_TURNS_CONTAINER', value: 'turns' }
+  { name: 'EXPORT_WORKER_COSMOS_CREATE_RESOURCES', value: 'false' }
+  { name: 'EXPORT_WORKER_MAX_ATTEMPTS', value: string(maxAttempts) }
+  { name: 'EXPORT_WORKER_CONCURRENCY', value: string(concurrencyPerReplica) }
+  { name: 'EXPORT_WORKER_SESSION_IDLE_SECONDS', value: sessionIdleSeconds }
+  { name: 'EXPORT_WORKER_LOCK_DURATION_SECONDS', value: '60' }
+  { name: 'EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS', value: string(shutdownGraceSeconds) }
+]
+
+resource worker 'Microsoft.App/containerApps@2025-01-01' = {
+  name: '${base}-worker'
+  location: location
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${workerIdentity.id}': {}
+      '${scalerIdentity.id}': {}
+    }
+  }
+  properties: {
+    environmentId: environment.id
+    workloadProfileName: 'Consumption'
+    configuration: {
+      activeRevisionsMode: 'Single'
+      // No ingress: a queue consumer takes no requests.
+      identitySettings: [
+        {
+          identity: workerIdentity.id
+          lifecycle: 'Main'
+        }
+        {
+          // Platform only (the scale rule): the container's code cannot get its tokens.
+          identity: scalerIdentity.id
+          lifecycle: 'None'
+        }
+      ]
+      registries: empty(registryName)
+        ? []
+        : [
+            {
+              server: '${toLower(registryName)}${environment().suffixes.acrLoginServer}'
+              identity: workerIdentity.id
+            }
+          ]
+    }
+    template: {
+      // SIGTERM, then the worker's grace for in-flight turns, then abandon and close.
+      terminationGracePeriodSeconds: shutdownGraceSeconds + 30
+      containers: [
+        {
+          name: 'worker'
+          image: image
+          resources: {
+            cpu: json(cpu)
+            memory: memory
+          }
+          env: workerEnv
+        }
+      ]
+      scale: {
+        minReplicas: minReplicas
+        maxReplicas: maxReplicas
+        rules: [
+          {
+            name: 'turn-completed-backlog'
+            custom: {
+              type: 'azure-servicebus'
+              identity: scalerIdentity.id
+              metadata: {
+                namespace: serviceBus.name
+                queueName: queueName
+                messageCount: string(messagesPerReplica)
+              }
+            }
+          }
+        ]
+      }
+    }
+  }
+  dependsOn: [
+    workerReceivesQueue
+    workerSendsTopic
+    workerReadsArtifacts
+    workerWritesExports
+    workerReadsMetadata
+    workerReadsChat
+    workerWritesTurns
+    scalerOwnsQueue
+    workerPullsImage
+  ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outputs: what operators point `export-worker` at
+// ---------------------------------------------------------------------------------------------
+output workerAppName string = worker.name
+output workerClientId string = workerIdentity.properties.clientId
+output serviceBusNamespace string = '${serviceBus.name}.servicebus.windows.net'
+output blobAccountUrl string = storage.properties.primaryEndpoints.blob
+output cosmosEndpoint string = cosmos.properties.documentEndpoint
+output logAnalyticsWorkspaceId string = logs.properties.customerId

@@ -1,0 +1,39 @@
+"""Smoke test: every benchmark script runs at its `--quick` size and prints its table.
+
+Timing and memory figures are never asserted here (they live in benchmarks/results.md);
+this only keeps the scripts working as the code they drive changes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+CASES = {
+    "export_memory.py": "| sweep | format | pages | rows/page | rows |",
+    "export_throughput.py": "| session idle s | processes x concurrency | turns |",
+    "core_decision.py": "| case | messages | µs per call | calls/s |",
+}
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_benchmark_runs_quick_and_prints_its_table(script: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith(CASES[script]) for line in lines), proc.stdout[-2000:]
+    header_at = next(i for i, line in enumerate(lines) if line.startswith(CASES[script]))
+    rows = [line for line in lines[header_at + 2 :] if line.startswith("| ")]
+    assert rows, f"{script} printed a header but no measured row:\n{proc.stdout[-2000:]}"
