@@ -520,7 +520,8 @@ resource logs 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
   }
 }
 
-resource environment 'Microsoft.App/managedEnvironments@2025-01-01' = {
+// Not named `environment`: that would shadow the environment() function used below.
+resource appEnvironment 'Microsoft.App/managedEnvironments@2025-01-01' = {
   name: '${base}-env'
   location: location
   properties: {
@@ -539,6 +540,14 @@ resource environment 'Microsoft.App/managedEnvironments@2025-01-01' = {
     ]
   }
 }
+
+// The image is pulled with the worker identity (AcrPull above) when a registry is named.
+var registries = empty(registryName) ? [] : [
+  {
+    server: '${toLower(registryName)}${environment().suffixes.acrLoginServer}'
+    identity: workerIdentity.id
+  }
+]
 
 var workerEnv = [
   { name: 'EXPORT_WORKER_BACKEND', value: 'azure' }
@@ -574,7 +583,7 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
     }
   }
   properties: {
-    environmentId: environment.id
+    environmentId: appEnvironment.id
     workloadProfileName: 'Consumption'
     configuration: {
       activeRevisionsMode: 'Single'
@@ -590,14 +599,7 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
           lifecycle: 'None'
         }
       ]
-      registries: empty(registryName)
-        ? []
-        : [
-            {
-              server: '${toLower(registryName)}${environment().suffixes.acrLoginServer}'
-              identity: workerIdentity.id
-            }
-          ]
+      registries: registries
     }
     template: {
       // SIGTERM, then the worker's grace for in-flight turns, then abandon and close.
