@@ -1,0 +1,82 @@
+"""The crash harness at CI size, and the staging sweep it relies on to leave nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from worker.local.blobs import LocalBlobs
+from worker.ports import BlobInfo
+
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS = ROOT / "benchmarks" / "chaos" / "crash_harness.py"
+FIGURES = re.compile(
+    r"^chaos: turns=(\d+) kills=(\d+) lost=(\d+) duplicates=(\d+) "
+    r"dead_letters=(\d+) \(planted (\d+)\)$"
+)
+
+
+def run_harness(*args: str, timeout: float = 240) -> tuple[int, list[str], tuple[int, ...]]:
+    """Run the harness as one command; its exit code, output lines and figure line."""
+    proc = subprocess.run(
+        [sys.executable, str(HARNESS), *args],
+        capture_output=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    lines = proc.stdout.decode().strip().splitlines()
+    assert lines, proc.stderr.decode()[-2000:]
+    match = FIGURES.match(lines[-1])
+    assert match, lines[-5:]
+    return proc.returncode, lines, tuple(int(g) for g in match.groups())
+
+
+@pytest.mark.slow
+def test_killed_workers_lose_nothing_and_double_nothing() -> None:
+    code, lines, figures = run_harness(
+        "--turns", "40", "--conversations", "8", "--kills", "8", "--seed", "11"
+    )
+    turns, kills, lost, duplicates, dead, planted = figures
+    assert (turns, lost, duplicates) == (40, 0, 0), lines[-25:]
+    assert kills >= 8
+    assert dead == planted >= 4
+    assert code == 0, lines[-25:]
+
+
+def test_a_killed_writers_staged_file_is_swept_when_the_blobs_open(tmp_path: Path) -> None:
+    root = tmp_path / "blobs"
+    child = textwrap.dedent(
+        f"""
+        import asyncio, os
+        from worker.local.blobs import LocalBlobs
+        from worker.ports import BlobInfo
+        async def main():
+            upload = await LocalBlobs({str(root)!r}).upload(
+                "exports/c/t/x.csv", BlobInfo("text/csv", "x.csv", {{}})
+            )
+            await upload.write(b"half a file")
+            os._exit(137)
+        asyncio.run(main())
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", child], cwd=ROOT).returncode == 137
+    assert len(list((root / ".staging").iterdir())) == 1
+
+    async def live_upload_survives_a_sweep() -> None:
+        blobs = LocalBlobs(root)  # sweeps the dead writer's file
+        assert list((root / ".staging").iterdir()) == []
+        upload = await blobs.upload("exports/c/t/y.csv", BlobInfo("text/csv", "y.csv", {}))
+        await upload.write(b"in progress")
+        LocalBlobs(root)  # another process opening the home must not take it
+        assert len(list((root / ".staging").iterdir())) == 1
+        await upload.commit()
+        assert list((root / ".staging").iterdir()) == []
+        assert not (root / "exports" / "c" / "t" / "x.csv").exists()
+
+    asyncio.run(live_upload_survives_a_sweep())
