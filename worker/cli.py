@@ -69,9 +69,7 @@ def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
         runtime = Runtime(
             TurnHandler(backend, settings),
             concurrency=concurrency or settings.concurrency,
-            retry=RetryPolicy(
-                settings.max_attempts, settings.backoff_base_seconds, settings.backoff_max_seconds
-            ),
+            retry=RetryPolicy.from_settings(settings),
             lock_duration=settings.lock_duration_seconds,
             session_idle=settings.session_idle_seconds,
             shutdown_grace=settings.shutdown_grace_seconds,

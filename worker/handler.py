@@ -30,6 +30,7 @@ from worker.crashpoints import crashpoint
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
 from worker.ports import Backend, BlobInfo, NotFound, QueueMessage
+from worker.retry import RetryPolicy
 from worker.settings import Settings
 from worker.spool import RowSpool
 
@@ -175,7 +176,7 @@ class TurnHandler:
     async def _export(
         self, event: TurnCompleted, plan: story.ExportPlan, spool: RowSpool, log: Any
     ) -> TurnRecord:
-        columns, rows, row_count, sources, truncated = _file_rows(plan, spool)
+        columns, _, row_count, sources, truncated = _file_rows(plan, spool)
         if plan.format == "csv":
             # The record names the columns exactly as the CSV header reads.
             columns = [neutralised(c) for c in columns]
@@ -191,16 +192,21 @@ class TurnHandler:
             },
         )
         try:
-            written = await write_export(
-                self.backend.blobs,
-                plan.blob,
-                info,
-                plan.format,
-                columns,
-                rows,
-                row_count,
-                max_bytes=self.settings.max_export_bytes,
-                csv_bom=self.settings.csv_bom,
+            # A write or commit is never repeated in place (a chunk written twice would
+            # corrupt the file): an upload a transient error cut short starts again whole,
+            # its rows read again from the spool.
+            written = await RetryPolicy.from_settings(self.settings).call(
+                lambda: write_export(
+                    self.backend.blobs,
+                    plan.blob,
+                    info,
+                    plan.format,
+                    columns,
+                    _file_rows(plan, spool)[1],
+                    row_count,
+                    max_bytes=self.settings.max_export_bytes,
+                    csv_bom=self.settings.csv_bom,
+                )
             )
         except TooLarge as exc:
             log.warning("export_too_large", reason=str(exc), row_count=row_count)

@@ -1,8 +1,26 @@
-"""The retry policy: one piece of data, decided in one place, switched to no waiting in tests."""
+"""The retry policy: one piece of data, decided in one place, switched to no waiting in tests.
+
+Two levels, one policy. A port call that fails with a transient error (throttled, timed out,
+5xx, connection lost) is tried again in place, up to `call_attempts` tries with a short
+backoff: what the Azure SDKs do inside every call, given to every adapter alike
+(`worker/retrying.py`). Only when a call still fails does the delivery fail; the runtime
+then abandons the message with the delivery backoff, and dead-letters it once
+`max_attempts` deliveries are spent (SPEC section 9).
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from worker.ports import TransientStoreError
+
+if TYPE_CHECKING:
+    from worker.settings import Settings
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -12,6 +30,8 @@ class RetryPolicy:
     max_attempts: int = 5
     base_seconds: float = 0.25
     max_seconds: float = 30.0
+    # Tries of one port call failing transiently before the delivery fails.
+    call_attempts: int = 4
 
     def exhausted(self, delivery_count: int) -> bool:
         """Whether the delivery that just failed was the last one allowed."""
@@ -22,7 +42,38 @@ class RetryPolicy:
         exponent = max(0, delivery_count - 1)
         return min(self.max_seconds, self.base_seconds * (2**exponent))
 
+    def call_delay(self, failures: int) -> float:
+        """Seconds before trying a port call again in place after its `failures`-th failure."""
+        return self.delay(failures) / 4
+
+    async def call(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """Await `operation()`; on a transient error, again in place (`call_attempts` tries)."""
+        failures = 0
+        while True:
+            try:
+                return await operation()
+            except TransientStoreError:
+                failures += 1
+                if failures >= self.call_attempts:
+                    raise
+                await asyncio.sleep(self.call_delay(failures))
+
     @classmethod
-    def no_waiting(cls, max_attempts: int = 5) -> RetryPolicy:
+    def from_settings(cls, settings: Settings) -> RetryPolicy:
+        """The policy the settings describe."""
+        return cls(
+            max_attempts=settings.max_attempts,
+            base_seconds=settings.backoff_base_seconds,
+            max_seconds=settings.backoff_max_seconds,
+            call_attempts=settings.call_attempts,
+        )
+
+    @classmethod
+    def no_waiting(cls, max_attempts: int = 5, call_attempts: int = 4) -> RetryPolicy:
         """The same policy without the waiting, for tests."""
-        return cls(max_attempts=max_attempts, base_seconds=0.0, max_seconds=0.0)
+        return cls(
+            max_attempts=max_attempts,
+            base_seconds=0.0,
+            max_seconds=0.0,
+            call_attempts=call_attempts,
+        )
