@@ -8,6 +8,7 @@ of a compacted citation all agree on the same walk.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -96,6 +97,14 @@ def clean_row(row: Row) -> Row:
 
 def is_secret_key(key: object) -> bool:
     """Whether a key names a secret (lower-cased, without punctuation, it holds a secret word)."""
+    if isinstance(key, str):
+        return _is_secret_name(key)
+    return _is_secret_name(str(key))
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_secret_name(key: str) -> bool:
+    # Every row of a page repeats the same few keys: normalise each once, not per row.
     norm = normalize_key(key)
     return any(part in norm for part in SECRET_PARTS)
 

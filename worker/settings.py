@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     # How long a received message (and its session) stays locked without renewal.
     lock_duration_seconds: float = Field(60.0, gt=0)
     # How long a session worker waits for the next message before releasing the session.
-    session_idle_seconds: float = Field(1.0, gt=0)
+    session_idle_seconds: float = Field(0.2, gt=0)
 
     artifacts_container: str = "artifacts"
     exports_container: str = "exports"
