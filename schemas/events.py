@@ -80,6 +80,8 @@ def parse_turn_completed(body: bytes | str) -> TurnCompleted:
         value = json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:
         raise InvalidEvent(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidEvent("body is nested too deeply to parse") from None
     if not isinstance(value, dict):
         raise InvalidEvent(f"body is a JSON {type(value).__name__}, not an object")
     try:

@@ -99,7 +99,7 @@ def _split_bodies(data: bytes) -> list[bytes]:
     try:
         json.loads(data)
         return [data.strip()]
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deeply to parse: not one value either
         return [line.strip() for line in data.splitlines() if line.strip()]
 
 

@@ -35,7 +35,7 @@ def routing(body: bytes) -> tuple[str, str]:
     session_id, message_id = "", uuid.uuid4().hex
     try:
         value = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
         return session_id, message_id
     if isinstance(value, dict):
         if isinstance(value.get("conversation_id"), str):

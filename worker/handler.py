@@ -154,8 +154,12 @@ class TurnHandler:
         for ref in need.fetch:
             assert ref.artifact is not None
             artifact = await self._artifact(ref.artifact)
-            for row in need.collector.feed(ref, artifact.result):
-                spool.append(ref.action, row)
+            try:
+                for row in need.collector.feed(ref, artifact.result):
+                    spool.append(ref.action, row)
+            except RecursionError:  # parsed, but too deep to walk: bad input, not a bug
+                too_deep = f"artifact {ref.artifact} is nested too deeply"
+                raise PermanentError("artifact_invalid", too_deep) from None
 
     async def _artifact(self, path: str) -> Artifact:
         chunks: list[bytes] = []
@@ -172,6 +176,9 @@ class TurnHandler:
             return Artifact.model_validate(json.loads(b"".join(chunks)))
         except (ValueError, pydantic.ValidationError):
             raise PermanentError("artifact_invalid", f"artifact {path} is not JSON") from None
+        except RecursionError:
+            too_deep = f"artifact {path} is nested too deeply"
+            raise PermanentError("artifact_invalid", too_deep) from None
 
     async def _export(
         self, event: TurnCompleted, plan: story.ExportPlan, spool: RowSpool, log: Any
