@@ -80,3 +80,27 @@ def test_a_killed_writers_staged_file_is_swept_when_the_blobs_open(tmp_path: Pat
         assert not (root / "exports" / "c" / "t" / "x.csv").exists()
 
     asyncio.run(live_upload_survives_a_sweep())
+
+
+def test_crash_points_are_off_unless_named_and_fire_as_a_kill(tmp_path: Path) -> None:
+    import os
+
+    from worker import crashpoints
+
+    with pytest.raises(ValueError, match="unknown point"):
+        crashpoints.load({crashpoints.CRASH_ENV: "nowhere:1"})
+    with pytest.raises(ValueError, match="NAME:NUMBER"):
+        crashpoints.load({crashpoints.CRASH_ENV: "after_blob:often"})
+    crashpoints.load({})
+    crashpoints.crashpoint("after_blob")  # off: returns
+    asyncio.run(crashpoints.slowpoint("during_blob"))
+    crashpoints.load(os.environ)
+
+    env = {**os.environ, crashpoints.CRASH_ENV: "after_record:1", crashpoints.SEED_ENV: "3"}
+    child = "from worker.crashpoints import crashpoint; crashpoint('after_blob'); " + (
+        "crashpoint('after_record'); print('survived')"
+    )
+    proc = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, cwd=ROOT)
+    assert proc.returncode == 137
+    assert proc.stdout == b""
+    assert b"crash point after_record fired" in proc.stderr
