@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any, BinaryIO, Final
 
 import xlsxwriter
@@ -44,11 +45,23 @@ _OPTIONS: Final = {
 }
 
 
-def write_xlsx(columns: Sequence[str], rows: Iterable[Sequence[Any]], sink: BinaryIO) -> None:
+# The workbook's "created" stamp: fixed, so the same rows give the same bytes (xlsxwriter
+# would otherwise read the clock, and a redelivered turn would get a different sha256).
+FIXED_CREATED = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def write_xlsx(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    sink: BinaryIO,
+    *,
+    created: datetime = FIXED_CREATED,
+) -> None:
     """One sheet, frozen bold header, numbers as numbers, text always text, constant memory."""
     if len(columns) > MAX_XLSX_COLUMNS:
         raise ValueError(f"more than {MAX_XLSX_COLUMNS} columns do not fit in a sheet")
     workbook = xlsxwriter.Workbook(sink, _OPTIONS)
+    workbook.set_properties({"created": created})
     # Always close: in constant-memory mode the rows sit in a temp file only close removes.
     try:
         sheet = workbook.add_worksheet(SHEET_NAME)

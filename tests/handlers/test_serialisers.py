@@ -463,3 +463,18 @@ def test_every_format_has_a_content_type_and_extension() -> None:
     assert set(CONTENT_TYPES) == set(EXTENSIONS) == {"csv", "json", "xml", "xlsx"}
     assert CONTENT_TYPES["csv"] == "text/csv; charset=utf-8"
     assert EXTENSIONS["xlsx"] == "xlsx"
+
+
+def test_xlsx_holds_no_clock_reading_so_redelivery_writes_the_same_bytes() -> None:
+    import io
+    import zipfile
+
+    from handlers.serialisers.xlsx_file import write_xlsx
+
+    sink = io.BytesIO()
+    write_xlsx(["a", "b"], [[1, "x"], [2, "=1+1"]], sink)
+    core = zipfile.ZipFile(io.BytesIO(sink.getvalue())).read("docProps/core.xml").decode()
+    assert "2000-01-01T00:00:00Z" in core
+    again = io.BytesIO()
+    write_xlsx(["a", "b"], [[1, "x"], [2, "=1+1"]], again)
+    assert again.getvalue() == sink.getvalue()
