@@ -11,7 +11,7 @@ import pytest
 from handlers.compaction import build_citation, compact, estimate_rows
 from schemas.documents import CompactCitation
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 FIXTURE_NAMES = ("headline", "clarify_then_answer", "two_small_groups")
 
 

@@ -15,7 +15,7 @@ from handlers.rows import Row
 from handlers.selection import ResultRef
 from handlers.tables import Table
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 
 
 def ref(action: str, order: int, artifact: str | None = "auto") -> ResultRef:

@@ -21,7 +21,7 @@ from handlers.selection import (
 from handlers.tables import Table
 from schemas.documents import CompactCitation
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 
 
 class Calls:

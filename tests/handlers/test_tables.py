@@ -10,7 +10,7 @@ import pytest
 from handlers.tables import Table, find_table
 
 _ROOT = Path(__file__).resolve().parents[2]
-_FIXTURE_DIRS = (_ROOT / "tests" / "fixtures" / "public", _ROOT.parent / "shared" / "fixtures")
+_FIXTURE_DIRS = (_ROOT / "tests" / "fixtures" / "public",)
 
 
 def _message_content(fixture: str, message_id: str) -> str:
