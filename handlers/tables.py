@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from handlers.rows import is_secret_key
+
 
 @dataclass(frozen=True)
 class Table:
@@ -208,3 +210,15 @@ def _clean_cell(cell: str) -> str:
 
 def _has_text(row: list[str]) -> bool:
     return any(cell.strip() for cell in row)
+
+
+def without_secret_columns(table: Table) -> Table:
+    """The table without columns whose names name secrets (SPEC section 5 step 8)."""
+    keep = [i for i, name in enumerate(table.columns) if not is_secret_key(name)]
+    if len(keep) == len(table.columns):
+        return table
+    return Table(
+        columns=tuple(table.columns[i] for i in keep),
+        rows=tuple(tuple(row[i] for i in keep if i < len(row)) for row in table.rows),
+    )
+

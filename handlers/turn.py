@@ -33,7 +33,7 @@ from handlers.export_paths import (
 )
 from handlers.passthrough import is_derived_request
 from handlers.selection import DATASET_MIN_ROWS, DOMINANCE_FACTOR, ResultRef, reach_back
-from handlers.tables import Table, find_table
+from handlers.tables import Table, find_table, without_secret_columns
 from handlers.window import history_window, pair, paired_calls, split_turns
 from schemas.documents import (
     AssistantMessage,
@@ -339,6 +339,8 @@ def _plan(
         action = selection.actions[0]
     at = parse_timestamp(event.occurred_at) or inp.now
     eid = export_id(event.conversation_id, event.turn_id, fmt)
+    if table is not None:
+        table = without_secret_columns(table)
     return ExportPlan(
         facts=facts,
         format=fmt,

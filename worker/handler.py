@@ -19,7 +19,6 @@ import pydantic
 from handlers import turn as story
 from handlers.dataset import finish_row
 from handlers.errors import PermanentError, RetryableError
-from handlers.rows import is_secret_key
 from handlers.serialisers.csv_file import neutralised
 from handlers.serialisers.headers import unique_headers
 from handlers.tables import Table
@@ -331,12 +330,12 @@ def _file_rows(
 def _table_rows(
     table: Table,
 ) -> tuple[list[str], Iterator[Sequence[Any]], int, tuple[str, ...], bool]:
-    keep = [i for i, name in enumerate(table.columns) if not is_secret_key(name)]
-    header = unique_headers([table.columns[i] for i in keep])
+    header = unique_headers(list(table.columns))
+    width = len(header)
 
     def rows() -> Iterator[Sequence[Any]]:
         for row in table.rows:
-            yield [row[i] if i < len(row) else None for i in keep]
+            yield [row[i] if i < len(row) else None for i in range(width)]
 
     return header, rows(), len(table.rows), (), False
 

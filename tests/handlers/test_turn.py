@@ -514,3 +514,13 @@ def test_history_read_stops_after_the_look_back_before_the_user_message() -> Non
             break
     # 2 of the turn + 40 counted before it + 1 deleted that does not count.
     assert taken == 2 + story.STATE_LOOKBACK_MESSAGES + 1
+
+
+def test_secret_columns_are_dropped_from_an_exported_table() -> None:
+    chat = Chat()
+    chat.user("put it in a csv")
+    chat.reply("| host | password | port |\n|---|---|---|\n| db1 | hunter2 | 5432 |")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and outcome.table is not None
+    assert outcome.table.columns == ("host", "port")
+    assert outcome.table.rows == (("db1", "5432"),)
