@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -32,6 +30,13 @@ from azure.servicebus.aio import AutoLockRenewer, ServiceBusReceiver, ServiceBus
 from azure.servicebus.exceptions import OperationTimeoutError
 
 from worker.azure.credentials import servicebus_admin, servicebus_client
+from worker.azure.messages import (
+    body_bytes,
+    decoded_properties,
+    service_bus_session,
+    to_dead_letter,
+    to_queue_message,
+)
 from worker.azure.timeouts import guarded
 from worker.ports import DeadLetter, LockLost, NotFound, QueueMessage
 from worker.settings import Settings
@@ -41,8 +46,6 @@ SCAN_BATCH = 50
 # Service Bus answers an empty receive only after its wait: keep the DLQ scans' short.
 SCAN_WAIT_SECONDS = 2.0
 MIN_WAIT_SECONDS = 0.05
-# Kept by Service Bus in the application properties of a dead-lettered message.
-_DEAD_LETTER_KEYS = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
 
 
 class AzureSession:
@@ -128,20 +131,6 @@ class AzureSession:
             self._held = None
             raise
         self._held = None
-
-
-UNROUTED_SESSION = "_unrouted"
-MAX_SESSION_ID = 128
-
-
-def service_bus_session(session_id: str) -> str:
-    """A session id Service Bus accepts: an event without a usable conversation id (it will
-    be dead-lettered as schema_invalid) still needs a session on a session-enabled queue."""
-    if not session_id:
-        return UNROUTED_SESSION
-    if len(session_id) > MAX_SESSION_ID:
-        return "_h" + hashlib.sha256(session_id.encode()).hexdigest()
-    return session_id
 
 
 class AzureQueue:
@@ -421,64 +410,3 @@ async def _open_or_time_out(receiver: ServiceBusReceiver) -> bool:
 async def _close_quietly(receiver: ServiceBusReceiver) -> None:
     with contextlib.suppress(Exception):
         await asyncio.wait_for(receiver.close(), 10.0)
-
-
-def body_bytes(raw: ServiceBusReceivedMessage) -> bytes:
-    """The message body as bytes, whatever AMQP body section carried it."""
-    body = raw.body
-    if isinstance(body, bytes | bytearray):
-        return bytes(body)
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    try:
-        parts = list(body)
-    except TypeError:
-        return json.dumps(body).encode("utf-8")
-    if all(isinstance(part, bytes | bytearray) for part in parts):
-        return b"".join(parts)
-    return json.dumps(parts).encode("utf-8")
-
-
-def decoded_properties(raw: ServiceBusReceivedMessage) -> dict[str, Any]:
-    """Application properties with str keys and str (not bytes) text values, without the
-    dead-letter bookkeeping Service Bus keeps there."""
-    decoded: dict[str, Any] = {}
-    for key, value in (raw.application_properties or {}).items():
-        name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
-        if name in _DEAD_LETTER_KEYS:
-            continue
-        decoded[name] = value.decode("utf-8") if isinstance(value, bytes) else value
-    return decoded
-
-
-def _enqueued_at(raw: ServiceBusReceivedMessage) -> str:
-    enqueued = raw.enqueued_time_utc
-    return enqueued.isoformat() if enqueued is not None else ""
-
-
-def to_queue_message(raw: ServiceBusReceivedMessage) -> QueueMessage:
-    """The port's view of a received message."""
-    return QueueMessage(
-        sequence_number=raw.sequence_number or 0,
-        message_id=str(raw.message_id or ""),
-        session_id=raw.session_id or "",
-        body=body_bytes(raw),
-        delivery_count=raw.delivery_count or 0,
-        enqueued_at=_enqueued_at(raw),
-        properties=decoded_properties(raw),
-    )
-
-
-def to_dead_letter(raw: ServiceBusReceivedMessage) -> DeadLetter:
-    """The port's view of a dead-lettered message."""
-    return DeadLetter(
-        sequence_number=raw.sequence_number or 0,
-        message_id=str(raw.message_id or ""),
-        session_id=raw.session_id or "",
-        reason=raw.dead_letter_reason or "",
-        description=raw.dead_letter_error_description or "",
-        enqueued_at=_enqueued_at(raw),
-        delivery_count=raw.delivery_count or 0,
-        body=body_bytes(raw),
-        properties=decoded_properties(raw),
-    )

@@ -1,0 +1,88 @@
+"""Between Service Bus messages and the port's shapes: bodies, properties, session ids."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from azure.servicebus import ServiceBusReceivedMessage
+
+from worker.ports import DeadLetter, QueueMessage
+
+# Kept by Service Bus in the application properties of a dead-lettered message.
+_DEAD_LETTER_KEYS = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
+
+UNROUTED_SESSION = "_unrouted"
+MAX_SESSION_ID = 128
+
+
+def service_bus_session(session_id: str) -> str:
+    """A session id Service Bus accepts: an event without a usable conversation id (it will
+    be dead-lettered as schema_invalid) still needs a session on a session-enabled queue."""
+    if not session_id:
+        return UNROUTED_SESSION
+    if len(session_id) > MAX_SESSION_ID:
+        return "_h" + hashlib.sha256(session_id.encode()).hexdigest()
+    return session_id
+
+
+def body_bytes(raw: ServiceBusReceivedMessage) -> bytes:
+    """The message body as bytes, whatever AMQP body section carried it."""
+    body = raw.body
+    if isinstance(body, bytes | bytearray):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    try:
+        parts = list(body)
+    except TypeError:
+        return json.dumps(body).encode("utf-8")
+    if all(isinstance(part, bytes | bytearray) for part in parts):
+        return b"".join(parts)
+    return json.dumps(parts).encode("utf-8")
+
+
+def decoded_properties(raw: ServiceBusReceivedMessage) -> dict[str, Any]:
+    """Application properties with str keys and str (not bytes) text values, without the
+    dead-letter bookkeeping Service Bus keeps there."""
+    decoded: dict[str, Any] = {}
+    for key, value in (raw.application_properties or {}).items():
+        name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
+        if name in _DEAD_LETTER_KEYS:
+            continue
+        decoded[name] = value.decode("utf-8") if isinstance(value, bytes) else value
+    return decoded
+
+
+def _enqueued_at(raw: ServiceBusReceivedMessage) -> str:
+    enqueued = raw.enqueued_time_utc
+    return enqueued.isoformat() if enqueued is not None else ""
+
+
+def to_queue_message(raw: ServiceBusReceivedMessage) -> QueueMessage:
+    """The port's view of a received message."""
+    return QueueMessage(
+        sequence_number=raw.sequence_number or 0,
+        message_id=str(raw.message_id or ""),
+        session_id=raw.session_id or "",
+        body=body_bytes(raw),
+        delivery_count=raw.delivery_count or 0,
+        enqueued_at=_enqueued_at(raw),
+        properties=decoded_properties(raw),
+    )
+
+
+def to_dead_letter(raw: ServiceBusReceivedMessage) -> DeadLetter:
+    """The port's view of a dead-lettered message."""
+    return DeadLetter(
+        sequence_number=raw.sequence_number or 0,
+        message_id=str(raw.message_id or ""),
+        session_id=raw.session_id or "",
+        reason=raw.dead_letter_reason or "",
+        description=raw.dead_letter_error_description or "",
+        enqueued_at=_enqueued_at(raw),
+        delivery_count=raw.delivery_count or 0,
+        body=body_bytes(raw),
+        properties=decoded_properties(raw),
+    )
