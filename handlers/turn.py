@@ -31,10 +31,11 @@ from handlers.export_paths import (
     export_id,
     parse_timestamp,
 )
+from handlers.file_layout import Layout, layout
 from handlers.passthrough import is_derived_request
 from handlers.selection import DATASET_MIN_ROWS, DOMINANCE_FACTOR, ResultRef, reach_back
 from handlers.tables import Table, find_table, without_secret_columns
-from handlers.window import history_window, pair, paired_calls, split_turns
+from handlers.window import history_window, paired_calls, split_turns
 from schemas.documents import (
     AssistantMessage,
     Conversation,
@@ -125,6 +126,7 @@ class ExportPlan:
     file_name: str
     table: Table | None  # exported when row_source is assistant_table
     selection: Selection | None  # exported when rows came from actions
+    layout: Layout  # the header and what the record says of the rows
 
 
 Outcome = Finished | NeedRows | ExportPlan
@@ -173,7 +175,8 @@ def decide(inp: TurnInput) -> Outcome:
             return Finished("derived_output_without_table", facts)
         return _plan(inp, facts, fmt, "assistant_table", table=table, selection=None)
 
-    current_refs = [r for r in _result_refs(pair(_visible(current))) if r.artifact is not None]
+    # paired_calls pairs what it is given: the turn's own messages need no pairing first.
+    current_refs = [r for r in _result_refs(_visible(current)) if r.artifact is not None]
     window_refs = _result_refs(history_window(_visible(earlier), inp.history_limit))
     fetch, deferred, deferred_rows = _dominant_first(current_refs)
     return NeedRows(
@@ -352,4 +355,5 @@ def _plan(
         file_name=download_file_name(action, at, fmt),
         table=table,
         selection=selection,
+        layout=layout(fmt, table, selection),
     )

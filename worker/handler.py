@@ -17,11 +17,8 @@ from typing import Any
 import pydantic
 
 from handlers import turn as story
-from handlers.dataset import finish_row
 from handlers.errors import PermanentError, RetryableError
-from handlers.serialisers.csv_file import neutralised
-from handlers.serialisers.headers import unique_headers
-from handlers.tables import Table
+from handlers.file_layout import action_cells, table_cells
 from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import ExportPublished, InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import ExportEntry, StateAfter, TurnRecord
@@ -182,10 +179,7 @@ class TurnHandler:
     async def _export(
         self, event: TurnCompleted, plan: story.ExportPlan, spool: RowSpool, log: Any
     ) -> TurnRecord:
-        columns, _, row_count, sources, truncated = _file_rows(plan, spool)
-        if plan.format == "csv":
-            # The record names the columns exactly as the CSV header reads.
-            columns = [neutralised(c) for c in columns]
+        shape = plan.layout
         info = BlobInfo(
             content_type=content_type(plan.format),
             file_name=plan.file_name,
@@ -194,7 +188,7 @@ class TurnHandler:
                 "user_id": event.user_id,
                 "turn_id": event.turn_id,
                 "format": plan.format,
-                "row_count": str(row_count),
+                "row_count": str(shape.row_count),
             },
         )
         try:
@@ -207,15 +201,15 @@ class TurnHandler:
                     plan.blob,
                     info,
                     plan.format,
-                    columns,
-                    _file_rows(plan, spool)[1],
-                    row_count,
+                    shape.header,
+                    _cells(plan, spool),
+                    shape.row_count,
                     max_bytes=self.settings.max_export_bytes,
                     csv_bom=self.settings.csv_bom,
                 )
             )
         except TooLarge as exc:
-            log.warning("export_too_large", reason=str(exc), row_count=row_count)
+            log.warning("export_too_large", reason=str(exc), row_count=shape.row_count)
             return await self._record(event, "too_large", plan.facts, None, log)
         crashpoint("after_blob")
         entry = ExportEntry(
@@ -223,13 +217,13 @@ class TurnHandler:
             blob=plan.blob,
             file_name=plan.file_name,
             format=plan.format,
-            row_count=row_count,
-            columns=list(columns),
+            row_count=shape.row_count,
+            columns=list(shape.header),
             row_source=plan.row_source,
-            source_artifacts=list(sources),
+            source_artifacts=list(shape.source_artifacts),
             bytes=written.bytes,
             sha256=written.sha256,
-            truncated=truncated,
+            truncated=shape.truncated,
         )
         record = await self._record(event, "published", plan.facts, entry, log)
         return await self._announce(record, log)
@@ -299,45 +293,16 @@ class TurnHandler:
 
 
 # --------------------------------------------------------------------------------------
-def _file_rows(
-    plan: story.ExportPlan, spool: RowSpool
-) -> tuple[list[str], Iterator[Sequence[Any]], int, tuple[str, ...], bool]:
-    """Header, aligned rows, count, source artifacts and truncation for the chosen source."""
+def _cells(plan: story.ExportPlan, spool: RowSpool) -> Iterator[Sequence[Any]]:
+    """The file's rows aligned with its header: the table's, or each selected dataset's."""
     if plan.table is not None:
-        return _table_rows(plan.table)
+        yield from table_cells(plan.table, plan.layout)
+        return
     selection = plan.selection
     assert selection is not None
-    keys = list(selection.columns)
-
-    def rows() -> Iterator[Sequence[Any]]:
-        # One dataset per action, in first-call order: pages fetched interleaved with other
-        # actions still come out together (one pass over the spool per selected action).
-        for wanted_action in selection.actions:
-            for action, row in spool.rows():
-                if action == wanted_action:
-                    full = finish_row(row, action, selection)
-                    yield [full.get(k) for k in keys]
-
-    return (
-        unique_headers(keys),
-        rows(),
-        selection.row_count,
-        selection.source_artifacts,
-        selection.truncated,
-    )
-
-
-def _table_rows(
-    table: Table,
-) -> tuple[list[str], Iterator[Sequence[Any]], int, tuple[str, ...], bool]:
-    header = unique_headers(list(table.columns))
-    width = len(header)
-
-    def rows() -> Iterator[Sequence[Any]]:
-        for row in table.rows:
-            yield [row[i] if i < len(row) else None for i in range(width)]
-
-    return header, rows(), len(table.rows), (), False
+    for action in selection.actions:  # one dataset after another, in first-call order
+        for row in spool.rows(action):
+            yield action_cells(row, action, selection, plan.layout)
 
 
 def _message(document: Any) -> Message:

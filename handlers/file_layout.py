@@ -1,0 +1,70 @@
+"""The file as written: its header (what the record names `columns`) and its aligned rows.
+
+Header names are a decision, not a detail of writing: blank and duplicate names are made
+usable (SPEC section 8) and, in CSV, a name a spreadsheet would run as a formula carries the
+same `'` as any other cell, so the record names the columns exactly as the file reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from handlers.dataset import Selection, finish_row
+from handlers.rows import Row
+from handlers.serialisers.csv_file import neutralised
+from handlers.serialisers.headers import unique_headers
+from handlers.tables import Table
+from schemas.records import ExportFormat
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Header, row keys aligned with it, and what the record says of the rows."""
+
+    header: tuple[str, ...]
+    keys: tuple[str, ...]  # action rows: the row key under each header name
+    row_count: int
+    source_artifacts: tuple[str, ...]
+    truncated: bool
+
+
+def layout(fmt: ExportFormat, table: Table | None, selection: Selection | None) -> Layout:
+    """The layout of a file exported from the table, else from the selected action rows."""
+    if table is not None:
+        return _named(fmt, table.columns, len(table.rows), (), False)
+    assert selection is not None
+    return _named(
+        fmt,
+        selection.columns,
+        selection.row_count,
+        selection.source_artifacts,
+        selection.truncated,
+    )
+
+
+def _named(
+    fmt: ExportFormat,
+    keys: tuple[str, ...],
+    count: int,
+    sources: tuple[str, ...],
+    truncated: bool,
+) -> Layout:
+    header = unique_headers(list(keys))
+    if fmt == "csv":
+        header = [neutralised(name) for name in header]
+    return Layout(tuple(header), keys, count, sources, truncated)
+
+
+def table_cells(table: Table, shape: Layout) -> Iterator[list[Any]]:
+    """The table's rows aligned with the header (a short row is padded with None)."""
+    width = len(shape.header)
+    for row in table.rows:
+        yield [row[i] if i < len(row) else None for i in range(width)]
+
+
+def action_cells(row: Row, action: str, selection: Selection, shape: Layout) -> list[Any]:
+    """One action row aligned with the header, with its source column when combined."""
+    full = finish_row(row, action, selection)
+    return [full.get(key) for key in shape.keys]
