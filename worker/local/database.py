@@ -60,14 +60,7 @@ class Database:
         with self._lock:
             connection = self._connect()
             try:
-                connection.execute(begin)
-                try:
-                    result = work(connection)
-                    connection.execute("COMMIT")
-                except BaseException:
-                    if connection.in_transaction:
-                        connection.execute("ROLLBACK")
-                    raise
+                result = _transaction(connection, work, begin)
             except sqlite3.OperationalError as exc:
                 _raise_transient(exc)
                 raise
@@ -88,6 +81,23 @@ class Database:
                 self._connection = None
 
 
+def _transaction(
+    connection: sqlite3.Connection,
+    work: Callable[[sqlite3.Connection], T],
+    begin: str = "BEGIN IMMEDIATE",
+) -> T:
+    """Run `work` in one explicit transaction: committed whole, or rolled back."""
+    connection.execute(begin)
+    try:
+        result = work(connection)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    return result
+
+
 def _open(path: Path, schema: str) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     # isolation_level=None: no implicit transactions, Database opens each one explicitly.
@@ -100,15 +110,7 @@ def _open(path: Path, schema: str) -> sqlite3.Connection:
         _enable_wal(connection)
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.execute("PRAGMA foreign_keys = ON")
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _statements(schema):
-                connection.execute(statement)
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
+        _transaction(connection, lambda c: [c.execute(s) for s in _statements(schema)])
     except sqlite3.OperationalError as exc:
         connection.close()
         _raise_transient(exc)
