@@ -355,12 +355,8 @@ class AzureQueue:
         """Stop lock renewal and release the connection and the credential."""
         try:
             await guarded(self._renewer.close(), self._timeout)
-            if self._sender is not None:
-                await guarded(self._sender.close(), self._timeout)
-            await guarded(self._client.close(), self._timeout)
         finally:
-            if self._credential is not None:
-                await self._credential.close()
+            await _close_client(self._sender, self._client, self._credential, self._timeout)
 
 
 class AzurePublisher:
@@ -389,13 +385,20 @@ class AzurePublisher:
 
     async def close(self) -> None:
         """Release the sender, the connection and the credential."""
-        try:
-            if self._sender is not None:
-                await guarded(self._sender.close(), self._timeout)
-            await guarded(self._client.close(), self._timeout)
-        finally:
-            if self._credential is not None:
-                await self._credential.close()
+        await _close_client(self._sender, self._client, self._credential, self._timeout)
+
+
+async def _close_client(
+    sender: ServiceBusSender | None, client: Any, credential: Any, timeout: float
+) -> None:
+    """Release a sender, its connection and the credential, the credential whatever fails."""
+    try:
+        if sender is not None:
+            await guarded(sender.close(), timeout)
+        await guarded(client.close(), timeout)
+    finally:
+        if credential is not None:
+            await credential.close()
 
 
 async def _open_or_time_out(receiver: ServiceBusReceiver) -> bool:
