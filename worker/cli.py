@@ -47,6 +47,17 @@ def _print_json(items: list[dict[str, Any]]) -> None:
     click.echo(json.dumps(items, ensure_ascii=False, indent=None))
 
 
+def _show(
+    items: list[dict[str, Any]], as_json: bool, line: Callable[[dict[str, Any]], str]
+) -> None:
+    """One JSON array with --json, else one line per item."""
+    if as_json:
+        _print_json(items)
+        return
+    for item in items:
+        click.echo(line(item))
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--log-level", default=None, help="Log level on stderr (run: info, else warning).")
 @click.pass_context
@@ -139,15 +150,14 @@ def dev_events(as_json: bool) -> None:
     async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
         return await backend.publisher.sent()
 
-    events = _with_backend(work)
-    if as_json:
-        _print_json(events)
-        return
-    for e in events:
-        click.echo(
+    _show(
+        _with_backend(work),
+        as_json,
+        lambda e: (
             f"{e.get('export_id')}  {e.get('format')}  {e.get('row_count')} rows  "
             f"{e.get('conversation_id')}/{e.get('turn_id')}"
-        )
+        ),
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -165,16 +175,14 @@ def turns_list(conversation: str, as_json: bool) -> None:
     async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
         return await backend.ledger.list_turns(conversation)
 
-    records = _with_backend(work)
-    if as_json:
-        _print_json(records)
-        return
-    for r in records:
-        export = r.get("export") or {}
-        click.echo(
+    _show(
+        _with_backend(work),
+        as_json,
+        lambda r: (
             f"{r.get('seq')}  {r.get('turn_id')}  {r.get('decision')}  "
-            f"{r.get('format') or '-'}  {export.get('row_count', '')}"
-        )
+            f"{r.get('format') or '-'}  {(r.get('export') or {}).get('row_count', '')}"
+        ),
+    )
 
 
 @cli.group()
@@ -196,12 +204,11 @@ def exports_list(conversation: str | None, as_json: bool) -> None:
             if r.get("export")
         ]
 
-    entries = _with_backend(work)
-    if as_json:
-        _print_json(entries)
-        return
-    for e in entries:
-        click.echo(f"{e['export_id']}  {e['format']}  {e['row_count']} rows  {e['blob']}")
+    _show(
+        _with_backend(work),
+        as_json,
+        lambda e: f"{e['export_id']}  {e['format']}  {e['row_count']} rows  {e['blob']}",
+    )
 
 
 @exports.command("get")
@@ -248,14 +255,13 @@ def dlq_list(reason: str | None, as_json: bool) -> None:
     async def work(backend: Backend, _: Settings) -> list[DeadLetter]:
         return await backend.queue.dead_letters(reason)
 
-    entries = [d.summary() for d in _with_backend(work)]
-    if as_json:
-        _print_json(entries)
-        return
-    for d in entries:
-        click.echo(
+    _show(
+        [d.summary() for d in _with_backend(work)],
+        as_json,
+        lambda d: (
             f"{d['sequence_number']}  {d['reason']}  {d['session_id'] or '-'}  {d['description']}"
-        )
+        ),
+    )
 
 
 @dlq.command("show")

@@ -131,13 +131,7 @@ class _Builder:
         self, turn_id: str, user_msg: dict[str, Any], reply: dict[str, Any]
     ) -> dict[str, Any]:
         event = {
-            "type": "turn.completed",
-            "version": 1,
-            "event_id": f"evt_{turn_id}",
-            "occurred_at": self._at(),
-            "conversation_id": self.cid,
-            "user_id": self.user,
-            "turn_id": turn_id,
+            **self._template(turn_id),
             "user_message_id": user_msg["id"],
             "reply_message_id": reply["id"],
             "history_limit": 10,
