@@ -4,8 +4,8 @@ The shell feeds every fetched result (one page each) in call order and passes th
 nothing here keeps a row. Per action it keeps a count, the columns, a truncation flag,
 the digests of earlier pages' rows (for de-duplication) and which rows of the reply
 table were seen. After the last page, `select` applies dominance and `table_is_excerpt`
-the excerpt test. Pass 2 (the export) feeds the selected refs (`export_refs`) to a fresh
-collector, which drops the same repeats, and writes `finish_row` of each row.
+the excerpt test. The shell spools the rows it is handed per action and writes the selected
+actions' rows, each through `finish_row`.
 """
 
 from __future__ import annotations
@@ -14,32 +14,14 @@ import hashlib
 import json
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from handlers.excerpt import TableMatcher, is_excerpt
 from handlers.rows import Row, clean_row, extract_rows, is_truncated
-from handlers.selection import (
-    ResultRef,
-    TableMatcher,
-    choose_actions,
-    is_excerpt,
-    source_column_name,
-)
+from handlers.selection import ResultRef, Selection, choose_actions, source_column_name
 from handlers.tables import Table
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The action groups to export and what the file will hold."""
-
-    actions: tuple[str, ...]  # groups exported, in first-call order
-    combined: bool  # several groups: each row names its action in the source column
-    source_column: str | None
-    columns: tuple[str, ...]  # union of the selected rows' keys, first seen (+ source column)
-    row_count: int
-    source_artifacts: tuple[str, ...]  # artifacts that gave at least one exported row
-    truncated: bool  # a fed result of a selected group said it was truncated
 
 
 @dataclass
@@ -132,12 +114,6 @@ def _seen(pages: list[array[int]], digest: int) -> bool:
         if at < len(digests) and digests[at] == digest:
             return True
     return False
-
-
-def export_refs(refs: Sequence[ResultRef], selection: Selection) -> list[ResultRef]:
-    """The refs pass 2 reads, in file order: group by group, each group's pages in call order."""
-    ordered = sorted(refs, key=lambda ref: ref.order)
-    return [ref for action in selection.actions for ref in ordered if ref.action == action]
 
 
 def finish_row(row: Row, action: str, selection: Selection) -> Row:

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from handlers.dataset import Selection, finish_row
+from handlers.dataset import finish_row
 from handlers.rows import Row
+from handlers.selection import Selection
 from handlers.serialisers.csv_file import neutralised
 from handlers.serialisers.headers import unique_headers
 from handlers.tables import Table

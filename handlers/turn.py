@@ -22,7 +22,7 @@ from typing import Literal
 
 from handlers import carry_forward
 from handlers.compaction import estimate_rows
-from handlers.dataset import RowCollector, Selection
+from handlers.dataset import RowCollector
 from handlers.errors import RetryableError
 from handlers.export_paths import (
     confine_artifact,
@@ -33,7 +33,8 @@ from handlers.export_paths import (
 )
 from handlers.file_layout import Layout, layout
 from handlers.passthrough import is_derived_request
-from handlers.selection import DATASET_MIN_ROWS, DOMINANCE_FACTOR, ResultRef, reach_back
+from handlers.reach_back import reach_back
+from handlers.selection import ResultRef, Selection, dominates
 from handlers.tables import Table, find_table, without_secret_columns
 from handlers.window import history_window, paired_calls, split_turns
 from schemas.documents import (
@@ -197,7 +198,7 @@ def after_rows(need: NeedRows) -> Outcome:
     """Step 7 once the fetched rows went past: the table, the action rows, reach back, or none."""
     assert need.input is not None
     selection = need.collector.select()
-    if need.deferred and not _dominates(selection.row_count, need.deferred_rows):
+    if need.deferred and not dominates(selection.row_count, need.deferred_rows):
         # The citations overstated the dominant group: read the others after all.
         return replace(need, fetch=need.deferred, deferred=(), deferred_rows=0)
     has_rows = selection.row_count > 0
@@ -309,14 +310,10 @@ def _dominant_first(
         return list(refs), [], 0
     largest = max(totals, key=lambda action: totals[action])  # first called wins a tie
     others = sum(rows for action, rows in totals.items() if action != largest)
-    if not _dominates(totals[largest], others):
+    if not dominates(totals[largest], others):
         return list(refs), [], 0
     now = [r for r in refs if r.action == largest]
     return now, [r for r in refs if r.action != largest], others
-
-
-def _dominates(rows: int, others: int) -> bool:
-    return rows >= DATASET_MIN_ROWS and rows >= DOMINANCE_FACTOR * others
 
 
 def _confined(inp: TurnInput, refs: Sequence[ResultRef]) -> tuple[ResultRef, ...]:

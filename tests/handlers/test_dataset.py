@@ -10,9 +10,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from handlers.dataset import RowCollector, Selection, export_refs, finish_row
+from handlers.dataset import RowCollector, finish_row
 from handlers.rows import Row
-from handlers.selection import ResultRef
+from handlers.selection import ResultRef, Selection
 from handlers.tables import Table
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
@@ -34,9 +34,12 @@ def export(collector_pages: list[tuple[ResultRef, Any]], table: Table | None = N
     selection = collector.select()
     results = {r.order: result for r, result in collector_pages}
     second = RowCollector()
+    # Pass 2 reads group by group, each group's pages in call order.
+    ordered = sorted((r for r, _ in collector_pages), key=lambda r: r.order)
+    refs = [r for action in selection.actions for r in ordered if r.action == action]
     rows = [
         finish_row(row, r.action, selection)
-        for r in export_refs([r for r, _ in collector_pages], selection)
+        for r in refs
         for row in second.feed(r, results[r.order])
     ]
     return collector, selection, rows

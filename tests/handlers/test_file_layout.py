@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from handlers.dataset import Selection
 from handlers.file_layout import action_cells, layout, table_cells
+from handlers.selection import Selection
 from handlers.tables import Table
 
 

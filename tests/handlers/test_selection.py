@@ -8,16 +8,9 @@ from typing import Any
 
 import pytest
 
-from handlers.selection import (
-    MAX_REACH_BACK_ARTIFACTS,
-    ResultRef,
-    TableMatcher,
-    cell_matches,
-    choose_actions,
-    is_excerpt,
-    reach_back,
-    source_column_name,
-)
+from handlers.excerpt import TableMatcher, cell_matches, is_excerpt
+from handlers.reach_back import MAX_REACH_BACK_ARTIFACTS, reach_back
+from handlers.selection import ResultRef, choose_actions, source_column_name
 from handlers.tables import Table
 from schemas.documents import CompactCitation
 
