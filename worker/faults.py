@@ -89,11 +89,11 @@ def with_faults(backend: Backend, rate: float, seed: int | None = None) -> Backe
     """The backend with every port call failing at `rate` (see the module docstring)."""
     plan = FaultPlan(rate, seed)
     faulty = Backend(
-        queue=_Faulty(backend.queue, plan, "queue"),  # type: ignore[arg-type]
-        store=_Faulty(backend.store, plan, "store"),  # type: ignore[arg-type]
-        ledger=_Faulty(backend.ledger, plan, "ledger"),  # type: ignore[arg-type]
-        blobs=_Faulty(backend.blobs, plan, "blobs"),  # type: ignore[arg-type]
-        publisher=_Faulty(backend.publisher, plan, "publisher"),  # type: ignore[arg-type]
+        queue=_Faulty(backend.queue, plan, "queue"),
+        store=_Faulty(backend.store, plan, "store"),
+        ledger=_Faulty(backend.ledger, plan, "ledger"),
+        blobs=_Faulty(backend.blobs, plan, "blobs"),
+        publisher=_Faulty(backend.publisher, plan, "publisher"),
     )
     faulty.fault_plan = plan  # type: ignore[attr-defined]
     return faulty

@@ -11,11 +11,12 @@ import sys
 from typing import Any, TextIO
 
 import structlog
+from structlog.typing import EventDict, WrappedLogger
 
 _SECRET_WORDS = ("connection_string", "key", "secret", "password", "token", "credential")
 
 
-def _drop_secrets(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+def _drop_secrets(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     """Belt and braces: a field whose name says secret never reaches the output."""
     for name in list(event):
         if name != "event" and any(w in name.lower() for w in _SECRET_WORDS):

@@ -40,7 +40,7 @@ class RetryPolicy:
     def delay(self, delivery_count: int) -> float:
         """Seconds before the next delivery after failed delivery number `delivery_count`."""
         exponent = max(0, delivery_count - 1)
-        return min(self.max_seconds, self.base_seconds * (2**exponent))
+        return min(self.max_seconds, self.base_seconds * 2.0**exponent)
 
     def call_delay(self, failures: int) -> float:
         """Seconds before trying a port call again in place after its `failures`-th failure."""

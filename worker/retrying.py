@@ -33,11 +33,11 @@ def with_call_retries(backend: Backend, policy: RetryPolicy) -> Backend:
     if policy.call_attempts <= 1:
         return backend
     return Backend(
-        queue=_Retrying(backend.queue, policy),  # type: ignore[arg-type]
-        store=_Retrying(backend.store, policy),  # type: ignore[arg-type]
-        ledger=_Retrying(backend.ledger, policy),  # type: ignore[arg-type]
-        blobs=_Retrying(backend.blobs, policy),  # type: ignore[arg-type]
-        publisher=_Retrying(backend.publisher, policy),  # type: ignore[arg-type]
+        queue=_Retrying(backend.queue, policy),
+        store=_Retrying(backend.store, policy),
+        ledger=_Retrying(backend.ledger, policy),
+        blobs=_Retrying(backend.blobs, policy),
+        publisher=_Retrying(backend.publisher, policy),
     )
 
 

@@ -404,7 +404,7 @@ def _delivery(message: QueueMessage) -> tuple[int, int]:
 
 
 def _dead_row(connection: sqlite3.Connection, sequence_number: int) -> sqlite3.Row:
-    row = connection.execute(
+    row: sqlite3.Row | None = connection.execute(
         f"SELECT {_DEAD_COLUMNS} FROM queue_messages WHERE sequence_number = ? AND state = 'dead'",
         (sequence_number,),
     ).fetchone()

@@ -85,9 +85,13 @@ class LocalConversationStore:
         """
         after: tuple[int, str] | None = None
         while True:
-            page = await self._db.read(
-                lambda c, after=after: _history_page(c, conversation_id, max_seq, after)
-            )
+
+            def read_page(
+                c: sqlite3.Connection, after: tuple[int, str] | None = after
+            ) -> list[sqlite3.Row]:
+                return _history_page(c, conversation_id, max_seq, after)
+
+            page = await self._db.read(read_page)
             for row in page:
                 yield _load(row["doc"])
             if len(page) < HISTORY_PAGE_SIZE:
@@ -175,7 +179,8 @@ class LocalLedger:
 
     async def list_exports(self, conversation_id: str | None = None) -> list[dict[str, Any]]:
         """Records whose `export` is set, by conversation then seq; optionally of one."""
-        query, params = "SELECT doc FROM turns WHERE has_export = 1", ()
+        query = "SELECT doc FROM turns WHERE has_export = 1"
+        params: tuple[str, ...] = ()
         if conversation_id is not None:
             query, params = query + " AND conversation_id = ?", (conversation_id,)
         rows = await self._db.read(
