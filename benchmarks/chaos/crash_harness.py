@@ -273,6 +273,13 @@ def _recorded(home: Path) -> int:
     import sqlite3
 
     with contextlib.closing(sqlite3.connect(home / "worker.db", timeout=30)) as connection:
+        # The ledger's table appears with the first worker that reaches it: when every
+        # process was killed before that, nothing is recorded yet.
+        exists = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'turns'"
+        ).fetchone()
+        if exists is None:
+            return 0
         return int(connection.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
 
 
