@@ -55,7 +55,7 @@ class Awaiting:
 
 
 State = Idle | Awaiting
-Outcome = Literal[
+RequestOutcome = Literal[
     "request", "clarification", "clarification_limit", "no_request", "unsupported_format"
 ]
 
@@ -64,7 +64,7 @@ Outcome = Literal[
 class Step:
     """One turn's outcome and the state after it."""
 
-    outcome: Outcome
+    outcome: RequestOutcome
     format: RequestFormat | None  # requested or carried format (None for no_request)
     carried: bool  # the request came from Awaiting
     request_text: str  # what step 5 judges: the original text R when carried
@@ -125,7 +125,7 @@ def step(state: State, user_text: str, reply_is_clarification: bool) -> Step:
     if requested in UNSUPPORTED_FORMATS:
         return Step("unsupported_format", requested, False, user_text, Idle())
     if isinstance(state, Awaiting) and requested in (None, state.format):
-        outcome: Outcome = "clarification_limit" if reply_is_clarification else "request"
+        outcome: RequestOutcome = "clarification_limit" if reply_is_clarification else "request"
         return Step(outcome, state.format, True, state.request_text, Idle())
     if requested is None:
         return Step("no_request", None, False, user_text, Idle())

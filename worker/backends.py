@@ -1,16 +1,16 @@
 """Opening the configured backend: local (SQLite and files) or Azure.
 
 Every port call of the backend returned is tried again in place on a transient error
-(`worker/retrying.py`, by the one retry policy). With `fault_rate` > 0 the adapters are
+(`worker/call_retries.py`, by the one retry policy). With `fault_rate` > 0 the adapters are
 first wrapped in fault injection (`worker/faults.py`), for reliability tests.
 """
 
 from __future__ import annotations
 
+from worker.call_retries import with_call_retries
 from worker.logs import get_logger
 from worker.ports import Backend
-from worker.retry import RetryPolicy
-from worker.retrying import with_call_retries
+from worker.retry_policy import RetryPolicy
 from worker.settings import Settings
 
 

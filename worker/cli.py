@@ -18,8 +18,8 @@ import click
 from worker import fixtures, logs
 from worker.backends import open_backend
 from worker.handler import TurnHandler
-from worker.ports import Backend, DeadLetter, NotFound
-from worker.retry import RetryPolicy
+from worker.ports import Backend, DeadLetteredMessage, NotFound
+from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
 
@@ -252,7 +252,7 @@ def dlq() -> None:
 def dlq_list(reason: str | None, as_json: bool) -> None:
     """Dead-lettered messages, oldest first."""
 
-    async def work(backend: Backend, _: Settings) -> list[DeadLetter]:
+    async def work(backend: Backend, _: Settings) -> list[DeadLetteredMessage]:
         return await backend.queue.dead_letters(reason)
 
     _show(
@@ -269,7 +269,7 @@ def dlq_list(reason: str | None, as_json: bool) -> None:
 def dlq_show(sequence_number: int) -> None:
     """One dead-lettered message with its body and properties."""
 
-    async def work(backend: Backend, _: Settings) -> DeadLetter:
+    async def work(backend: Backend, _: Settings) -> DeadLetteredMessage:
         try:
             return await backend.queue.dead_letter_entry(sequence_number)
         except NotFound:
@@ -283,8 +283,8 @@ def dlq_show(sequence_number: int) -> None:
 
 
 def _selected(
-    entries: list[DeadLetter], numbers: tuple[int, ...], take_all: bool, reason: str | None
-) -> list[DeadLetter]:
+    entries: list[DeadLetteredMessage], numbers: tuple[int, ...], take_all: bool, reason: str | None
+) -> list[DeadLetteredMessage]:
     if take_all == bool(numbers):
         raise click.UsageError("name SEQUENCE_NUMBER… or --all (one of the two)")
     if take_all:

@@ -2,7 +2,7 @@
 
 `with_faults(backend, rate, seed)` wraps every port of a Backend: the queue and the sessions it
 hands out, the conversation store, the ledger, the blobs and the uploads they start, the
-publisher. Each call then fails, with probability `rate` (seeded), as `TransientStoreError`
+publisher. Each call then fails, with probability `rate` (seeded), as `TransientError`
 carrying the text of an error the Azure SDKs raise and retry: a timeout, a 429, a 503, a
 connection reset. A stream fails per request it makes: a blob download when it opens (the
 SDK retries its range requests inside), a history at each page of `HISTORY_PAGE` messages.
@@ -22,7 +22,7 @@ import random
 from collections import Counter
 from typing import Any
 
-from worker.ports import Backend, TransientStoreError
+from worker.ports import Backend, TransientError
 
 ERRORS = (
     "ServiceRequestTimeoutError: the operation timed out",
@@ -82,7 +82,7 @@ class FaultPlan:
 
     def _fail(self, operation: str, when: str) -> None:
         self.injected[f"{operation}:{when}"] += 1
-        raise TransientStoreError(self._draws.choice(ERRORS))
+        raise TransientError(self._draws.choice(ERRORS))
 
 
 def with_faults(backend: Backend, rate: float, seed: int | None = None) -> Backend:
@@ -129,7 +129,7 @@ class _Faulty:
 async def _faulty_call(pending: Any, plan: FaultPlan, operation: str, attr: str) -> Any:
     try:
         fail_after = plan.before(operation)
-    except TransientStoreError:
+    except TransientError:
         close = getattr(pending, "close", None)
         if close is not None:
             close()  # never awaited: nothing reached the service

@@ -26,7 +26,7 @@ from worker.crashpoints import crashpoint
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
 from worker.ports import Backend, BlobInfo, NotFound, QueueMessage
-from worker.retry import RetryPolicy
+from worker.retry_policy import RetryPolicy
 from worker.settings import Settings
 from worker.spool import RowSpool
 

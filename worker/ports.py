@@ -5,7 +5,7 @@ Every port has a local adapter (SQLite and files, `worker/local/`) and an Azure 
 
 Adapters raise only these errors outward, so the handler never sees an SDK type:
 - `NotFound` for a missing document, message or blob (the handler decides its fate);
-- `TransientStoreError` for throttling, timeouts, 5xx and lost connections (retryable);
+- `TransientError` for throttling, timeouts, 5xx and lost connections (retryable);
 - `Conflict` for an optimistic-concurrency loss (ETag mismatch, row already there).
 """
 
@@ -24,7 +24,7 @@ class NotFound(PortError):
     """The document, message or blob does not exist (or is not visible yet)."""
 
 
-class TransientStoreError(PortError):
+class TransientError(PortError):
     """Throttled, timed out, 5xx or connection lost: worth retrying."""
 
 
@@ -49,7 +49,7 @@ class QueueMessage:
 
 
 @dataclass(frozen=True)
-class DeadLetter:
+class DeadLetteredMessage:
     """A dead-lettered message as `dlq list` shows it (SPEC section 10)."""
 
     sequence_number: int
@@ -127,11 +127,11 @@ class Queue(Protocol):
         """True when nothing is queued, scheduled or locked (the `--drain` exit test)."""
         ...
 
-    async def dead_letters(self, reason: str | None = None) -> list[DeadLetter]:
+    async def dead_letters(self, reason: str | None = None) -> list[DeadLetteredMessage]:
         """The dead-letter queue, oldest first, optionally of one reason (peek, no lock)."""
         ...
 
-    async def dead_letter_entry(self, sequence_number: int) -> DeadLetter:
+    async def dead_letter_entry(self, sequence_number: int) -> DeadLetteredMessage:
         """One dead-lettered message; NotFound when it is not there."""
         ...
 

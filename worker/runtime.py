@@ -17,8 +17,8 @@ from typing import Any
 from handlers.errors import ExportError, PermanentError, RetryableError
 from worker.handler import TurnHandler
 from worker.logs import get_logger
-from worker.ports import LockLost, PortError, QueueMessage, Session, TransientStoreError
-from worker.retry import RetryPolicy
+from worker.ports import LockLost, PortError, QueueMessage, Session, TransientError
+from worker.retry_policy import RetryPolicy
 
 ACCEPT_WAIT_SECONDS = 1.0
 MAX_DESCRIPTION = 480
@@ -172,7 +172,7 @@ class Runtime:
         if isinstance(exc, PermanentError):
             await self._dead_letter(session, message, exc.reason, exc.description)
             return
-        if isinstance(exc, RetryableError | TransientStoreError):
+        if isinstance(exc, RetryableError | TransientError):
             reason = exc.reason if isinstance(exc, ExportError) else "transient_failure"
             description = exc.description if isinstance(exc, ExportError) else _short(exc)
             if self.retry.exhausted(message.delivery_count):

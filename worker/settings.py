@@ -27,7 +27,7 @@ class Settings(BaseSettings):
     concurrency: int = Field(4, ge=1)
     shutdown_grace_seconds: float = Field(30.0, ge=0)
 
-    # Retry policy: one piece of data (worker/retry.py reads it).
+    # Retry policy: one piece of data (worker/retry_policy.py reads it).
     backoff_base_seconds: float = Field(0.25, ge=0)
     backoff_max_seconds: float = Field(30.0, ge=0)
     # Tries of one port call that fails transiently, in place, before the delivery fails.

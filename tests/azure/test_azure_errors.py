@@ -16,7 +16,7 @@ from azure.servicebus import exceptions as sb
 
 from worker.azure.servicebus import AzureSession, decoded_properties
 from worker.azure.timeouts import guarded, guarded_iter, port_error
-from worker.ports import Conflict, LockLost, NotFound, QueueMessage, TransientStoreError
+from worker.ports import Conflict, LockLost, NotFound, QueueMessage, TransientError
 
 
 def http_error(status: int, code: str | None = None) -> core.HttpResponseError:
@@ -102,7 +102,7 @@ def test_etag_and_existence_races_map_to_conflict(error: Exception) -> None:
 
 @pytest.mark.parametrize("error", TRANSIENT, ids=_id)
 def test_throttling_timeouts_5xx_and_connection_loss_map_to_transient(error: Exception) -> None:
-    assert isinstance(port_error(error), TransientStoreError)
+    assert isinstance(port_error(error), TransientError)
 
 
 @pytest.mark.parametrize("error", LOCK_LOST, ids=_id)
@@ -116,7 +116,7 @@ def test_other_errors_are_left_as_they_are(error: Exception) -> None:
 
 
 def test_port_errors_pass_through_unchanged() -> None:
-    for error in (NotFound("x"), Conflict("x"), LockLost("x"), TransientStoreError("x")):
+    for error in (NotFound("x"), Conflict("x"), LockLost("x"), TransientError("x")):
         assert port_error(error) is error
 
 
@@ -155,7 +155,7 @@ def test_guarded_turns_a_hanging_call_into_a_transient_error() -> None:
         never = asyncio.Event()
         await guarded(never.wait(), timeout=0)  # the deadline has passed at once
 
-    with pytest.raises(TransientStoreError):
+    with pytest.raises(TransientError):
         run(main())
 
 
@@ -178,7 +178,7 @@ def test_guarded_iter_maps_an_error_between_pages() -> None:
             seen.append(page)
         return seen
 
-    with pytest.raises(TransientStoreError):
+    with pytest.raises(TransientError):
         run(main())
 
 

@@ -6,7 +6,7 @@ turn makes about 15 port calls per delivery, so a delivery succeeds with probabi
 0.8**15 = 0.035: retrying whole deliveries alone would dead-letter 0.965**5 = 84% of the
 turns at `max_attempts` 5 (and would need about 390 attempts to bring that under 1e-6).
 So transient errors are absorbed where the Azure SDKs absorb them, per call:
-`worker/retrying.py` tries each port call again in place (`call_attempts`), and an upload
+`worker/call_retries.py` tries each port call again in place (`call_attempts`), and an upload
 (whose chunks cannot be repeated) starts again whole from the spool. Only a call that
 still fails fails the delivery, which the runtime retries with backoff up to
 `max_attempts`. With `call_attempts` 6 a delivery fails when one of its ~15 calls fails 6
@@ -26,12 +26,12 @@ from structlog.testing import capture_logs
 
 from worker import fixtures
 from worker.backends import open_backend
+from worker.call_retries import with_call_retries
 from worker.faults import FaultPlan, with_faults
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
-from worker.ports import TransientStoreError
-from worker.retry import RetryPolicy
-from worker.retrying import with_call_retries
+from worker.ports import TransientError
+from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
 
@@ -95,7 +95,7 @@ def test_a_fault_rate_in_the_settings_wraps_the_backend_and_says_so(tmp_path: Pa
             for _ in range(40):
                 try:
                     await backend.ledger.get("c", "t")
-                except TransientStoreError:
+                except TransientError:
                     failures += 1
         finally:
             await backend.close()

@@ -20,7 +20,7 @@ from worker import fixtures
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
 from worker.ports import Backend, BlobInfo, QueueMessage
-from worker.retry import RetryPolicy
+from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
 

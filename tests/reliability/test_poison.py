@@ -21,7 +21,7 @@ import pytest
 from cli_driver import Cli
 
 from worker.local.backend import open_local_backend
-from worker.ports import DeadLetter
+from worker.ports import DeadLetteredMessage
 
 ROW_MARKER = "ROWVALUE_7f3a"  # in every artifact row: must never reach a description or log
 AT = "2026-11-20T09:00:00Z"
@@ -135,12 +135,12 @@ class Outcome:
     """What the one run left behind."""
 
     records: dict[str, list[dict[str, Any]]]
-    dead: list[DeadLetter]
+    dead: list[DeadLetteredMessage]
     events: list[dict[str, Any]]
     home: Path
     stderr: str
 
-    def dead_for(self, case: Case) -> list[DeadLetter]:
+    def dead_for(self, case: Case) -> list[DeadLetteredMessage]:
         marker = case.marker() if case.bodies and case.bodies[0][:1] == b"{" else None
         return [
             d

@@ -8,8 +8,8 @@ from typing import Any
 
 from handlers.errors import PermanentError, RetryableError
 from worker.local.backend import open_local_backend
-from worker.ports import Backend, QueueMessage, TransientStoreError
-from worker.retry import RetryPolicy
+from worker.ports import Backend, QueueMessage, TransientError
+from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
 
@@ -85,7 +85,7 @@ def test_retryable_error_is_retried_then_dead_lettered_after_max_attempts(tmp_pa
 
 
 def test_transient_store_error_recovers_before_max_attempts(tmp_path: Path) -> None:
-    script = {b"x": [TransientStoreError("429 throttled"), TransientStoreError("503"), "done"]}
+    script = {b"x": [TransientError("429 throttled"), TransientError("503"), "done"]}
     _, handler, runtime, dead = drain(tmp_path, script, max_attempts=5)
     assert dead == [] and runtime.stats.completed == 1 and len(handler.calls) == 3
 
@@ -93,7 +93,7 @@ def test_transient_store_error_recovers_before_max_attempts(tmp_path: Path) -> N
 def test_transient_failures_past_max_attempts_are_dead_lettered_as_transient(
     tmp_path: Path,
 ) -> None:
-    _, _, _, dead = drain(tmp_path, {b"x": [TransientStoreError("timeout")]}, max_attempts=2)
+    _, _, _, dead = drain(tmp_path, {b"x": [TransientError("timeout")]}, max_attempts=2)
     assert [d.reason for d in dead] == ["transient_failure"]
 
 

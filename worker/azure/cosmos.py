@@ -7,7 +7,7 @@ uses the partition key, the emulator only the text).
 
 Throttling: the SDK retries 429s itself, `THROTTLE_RETRIES` times and for at most half of
 our per-call deadline (`sdk_timeout_seconds`), so a throttled call fails as a
-`TransientStoreError` before the guard fires and the runtime's backoff takes over.
+`TransientError` before the guard fires and the runtime's backoff takes over.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any
 
 from azure.servicebus import ServiceBusReceivedMessage
 
-from worker.ports import DeadLetter, QueueMessage
+from worker.ports import DeadLetteredMessage, QueueMessage
 
 # Kept by Service Bus in the application properties of a dead-lettered message.
 _DEAD_LETTER_KEYS = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
@@ -73,9 +73,9 @@ def to_queue_message(raw: ServiceBusReceivedMessage) -> QueueMessage:
     )
 
 
-def to_dead_letter(raw: ServiceBusReceivedMessage) -> DeadLetter:
+def to_dead_letter(raw: ServiceBusReceivedMessage) -> DeadLetteredMessage:
     """The port's view of a dead-lettered message."""
-    return DeadLetter(
+    return DeadLetteredMessage(
         sequence_number=raw.sequence_number or 0,
         message_id=str(raw.message_id or ""),
         session_id=raw.session_id or "",

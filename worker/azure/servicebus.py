@@ -38,7 +38,7 @@ from worker.azure.messages import (
     to_queue_message,
 )
 from worker.azure.timeouts import guarded
-from worker.ports import DeadLetter, LockLost, NotFound, QueueMessage
+from worker.ports import DeadLetteredMessage, LockLost, NotFound, QueueMessage
 from worker.settings import Settings
 
 PEEK_PAGE = 100
@@ -236,9 +236,9 @@ class AzureQueue:
 
         return await guarded(first(), self._timeout * 2)
 
-    async def dead_letters(self, reason: str | None = None) -> list[DeadLetter]:
+    async def dead_letters(self, reason: str | None = None) -> list[DeadLetteredMessage]:
         """The dead-letter sub-queue, oldest first, optionally of one reason (peeked)."""
-        entries: list[DeadLetter] = []
+        entries: list[DeadLetteredMessage] = []
         async with self._dead_letter_receiver() as receiver:
             start = 1
             while True:
@@ -249,7 +249,7 @@ class AzureQueue:
                 start = (page[-1].sequence_number or start) + 1
         return [e for e in entries if reason is None or e.reason == reason]
 
-    async def dead_letter_entry(self, sequence_number: int) -> DeadLetter:
+    async def dead_letter_entry(self, sequence_number: int) -> DeadLetteredMessage:
         """One dead-lettered message; NotFound when it is not there."""
         async with self._dead_letter_receiver() as receiver:
             page = await self._peek(receiver, 1, sequence_number)

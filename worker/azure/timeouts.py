@@ -8,7 +8,7 @@ in one place, to the errors the ports promise (`worker/ports.py`):
 - ETag mismatch (412), already exists (409), lost block list -> Conflict
 - message or session lock expired or taken                 -> LockLost
 - throttled (429), 408, 5xx, connection and read failures,
-  our deadline, SDK operation timeouts, retryable Service Bus errors -> TransientStoreError
+  our deadline, SDK operation timeouts, retryable Service Bus errors -> TransientError
 
 Anything else (bad credentials, a missing queue, a programming error) is left as it is:
 it is not worth retrying and the runtime treats it as a bug.
@@ -24,7 +24,7 @@ import aiohttp
 from azure.core import exceptions as core_errors
 from azure.servicebus import exceptions as sb_errors
 
-from worker.ports import Conflict, LockLost, NotFound, TransientStoreError
+from worker.ports import Conflict, LockLost, NotFound, TransientError
 
 T = TypeVar("T")
 
@@ -54,22 +54,22 @@ _CONFIGURATION_TYPES: tuple[type[BaseException], ...] = (
 
 def port_error(exc: BaseException) -> BaseException:
     """The port error an SDK exception stands for, or the exception itself when none does."""
-    if isinstance(exc, NotFound | Conflict | LockLost | TransientStoreError):
+    if isinstance(exc, NotFound | Conflict | LockLost | TransientError):
         return exc
     if isinstance(exc, sb_errors.MessageLockLostError | sb_errors.SessionLockLostError):
         return LockLost(_describe(exc))
     if isinstance(exc, sb_errors.MessageNotFoundError):
         return NotFound(_describe(exc))
     if isinstance(exc, _TRANSIENT_TYPES):
-        return TransientStoreError(_describe(exc))
+        return TransientError(_describe(exc))
     if isinstance(exc, core_errors.HttpResponseError):
         return _from_status(exc)
     if isinstance(exc, core_errors.AzureError) and type(exc).__name__ == "CosmosClientTimeoutError":
-        return TransientStoreError(_describe(exc))
+        return TransientError(_describe(exc))
     if isinstance(exc, _CONFIGURATION_TYPES):
         return exc  # flagged retryable by the SDK, which has already retried: a setup problem
     if isinstance(exc, sb_errors.ServiceBusError) and getattr(exc, "_retryable", False):
-        return TransientStoreError(_describe(exc))
+        return TransientError(_describe(exc))
     return exc
 
 
@@ -85,7 +85,7 @@ def _from_status(exc: core_errors.HttpResponseError) -> BaseException:
     ):
         return Conflict(_describe(exc))
     if status is not None and (status in _TRANSIENT_STATUS or status >= 500):
-        return TransientStoreError(_describe(exc))
+        return TransientError(_describe(exc))
     return exc
 
 

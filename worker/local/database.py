@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from worker.ports import TransientStoreError
+from worker.ports import TransientError
 
 T = TypeVar("T")
 
@@ -146,9 +146,9 @@ def _raise_transient(exc: sqlite3.OperationalError) -> None:
         raise transient from exc
 
 
-def _transient(exc: sqlite3.OperationalError) -> TransientStoreError | None:
+def _transient(exc: sqlite3.OperationalError) -> TransientError | None:
     """The retryable error for a lock wait that ran out, else None (a real fault)."""
     message = str(exc).lower()
     if "locked" in message or "busy" in message:
-        return TransientStoreError(f"SQLite busy: {exc}")
+        return TransientError(f"SQLite busy: {exc}")
     return None

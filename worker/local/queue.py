@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from worker.local.database import Database, rfc3339
-from worker.ports import DeadLetter, LockLost, NotFound, QueueMessage
+from worker.ports import DeadLetteredMessage, LockLost, NotFound, QueueMessage
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -122,10 +122,10 @@ class LocalQueue:
 
         return not await self._db.read(any_active)
 
-    async def dead_letters(self, reason: str | None = None) -> list[DeadLetter]:
+    async def dead_letters(self, reason: str | None = None) -> list[DeadLetteredMessage]:
         """The dead-letter queue by sequence number, optionally of one reason."""
 
-        def select(connection: sqlite3.Connection) -> list[DeadLetter]:
+        def select(connection: sqlite3.Connection) -> list[DeadLetteredMessage]:
             query = f"SELECT {_DEAD_COLUMNS} FROM queue_messages WHERE state = 'dead'"
             params: tuple[str, ...] = ()
             if reason is not None:
@@ -136,10 +136,10 @@ class LocalQueue:
 
         return await self._db.read(select)
 
-    async def dead_letter_entry(self, sequence_number: int) -> DeadLetter:
+    async def dead_letter_entry(self, sequence_number: int) -> DeadLetteredMessage:
         """One dead-lettered message; NotFound when it is not there."""
 
-        def select(connection: sqlite3.Connection) -> DeadLetter:
+        def select(connection: sqlite3.Connection) -> DeadLetteredMessage:
             return _dead_letter(_dead_row(connection, sequence_number))
 
         return await self._db.read(select)
@@ -425,8 +425,8 @@ def _message(row: sqlite3.Row, *, delivery_count: int) -> QueueMessage:
     )
 
 
-def _dead_letter(row: sqlite3.Row) -> DeadLetter:
-    return DeadLetter(
+def _dead_letter(row: sqlite3.Row) -> DeadLetteredMessage:
+    return DeadLetteredMessage(
         sequence_number=row["sequence_number"],
         message_id=row["message_id"],
         session_id=row["session_id"],

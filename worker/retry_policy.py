@@ -3,7 +3,7 @@
 Two levels, one policy. A port call that fails with a transient error (throttled, timed out,
 5xx, connection lost) is tried again in place, up to `call_attempts` tries with a short
 backoff: what the Azure SDKs do inside every call, given to every adapter alike
-(`worker/retrying.py`). Only when a call still fails does the delivery fail; the runtime
+(`worker/call_retries.py`). Only when a call still fails does the delivery fail; the runtime
 then abandons the message with the delivery backoff, and dead-letters it once
 `max_attempts` deliveries are spent (SPEC section 9).
 """
@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from worker.ports import TransientStoreError
+from worker.ports import TransientError
 
 if TYPE_CHECKING:
     from worker.settings import Settings
@@ -52,7 +52,7 @@ class RetryPolicy:
         while True:
             try:
                 return await operation()
-            except TransientStoreError:
+            except TransientError:
                 failures += 1
                 if failures >= self.call_attempts:
                     raise

@@ -1,7 +1,7 @@
 """Every port call tried again in place on a transient error, by the one retry policy.
 
 `with_call_retries(backend, policy)` wraps each port of a Backend (and the sessions the queue
-hands out) so that a call failing with `TransientStoreError` is repeated up to
+hands out) so that a call failing with `TransientError` is repeated up to
 `policy.call_attempts` tries before the error reaches the handler or the runtime. Every call
 repeated is idempotent by contract: reads, upserts (`ledger.put`), a publish with its
 message id, settling a message (a repeat after the first took effect finds the lock gone:
@@ -22,8 +22,8 @@ import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from worker.ports import Backend, TransientStoreError
-from worker.retry import RetryPolicy
+from worker.ports import Backend, TransientError
+from worker.retry_policy import RetryPolicy
 
 NOT_REPEATED = frozenset({"close", "replay", "purge", "abort"})
 
@@ -92,7 +92,7 @@ class _RetryingStream:
         while True:
             try:
                 item = await self._items.__anext__()
-            except TransientStoreError:
+            except TransientError:
                 failures += 1
                 if failures >= self._policy.call_attempts:
                     raise
