@@ -36,12 +36,11 @@ from handlers.passthrough import is_derived_request
 from handlers.reach_back import reach_back
 from handlers.selection import ResultRef, Selection, dominates
 from handlers.tables import Table, find_table, without_secret_columns
-from handlers.window import history_window, paired_calls, split_turns
+from handlers.window import history_window, is_visible, paired_calls, split_turns, visible
 from schemas.documents import (
     AssistantMessage,
     Conversation,
     Message,
-    SystemMessage,
     UserMessage,
 )
 from schemas.events import TurnCompleted
@@ -142,7 +141,7 @@ class HistoryRead:
 
     def add(self, message: Message) -> bool:
         """Take the next (older) message; True once nothing older is needed."""
-        if self.counted is not None and _counts(message):
+        if self.counted is not None and is_visible(message):
             self.counted += 1
         if message.id == self.user_message_id:
             self.counted = 0
@@ -177,8 +176,8 @@ def decide(inp: TurnInput) -> Outcome:
         return _plan(inp, facts, fmt, "assistant_table", table=table, selection=None)
 
     # paired_calls pairs what it is given: the turn's own messages need no pairing first.
-    current_refs = [r for r in _result_refs(_visible(current)) if r.artifact is not None]
-    window_refs = _result_refs(history_window(_visible(earlier), inp.history_limit))
+    current_refs = [r for r in _result_refs(visible(current)) if r.artifact is not None]
+    window_refs = _result_refs(history_window(visible(earlier), inp.history_limit))
     fetch, deferred, deferred_rows = _dominant_first(current_refs)
     return NeedRows(
         facts=facts,
@@ -228,27 +227,18 @@ def after_rows(need: NeedRows) -> Outcome:
 # --------------------------------------------------------------------------------------
 # The pieces of the story
 # --------------------------------------------------------------------------------------
-def _counts(message: Message) -> bool:
-    """System and soft-deleted messages are invisible: they never count toward a window."""
-    return not isinstance(message, SystemMessage) and not message.deleted
-
-
-def _visible(messages: Sequence[Message]) -> list[Message]:
-    return [m for m in messages if _counts(m)]
-
-
 def _split_current_turn(inp: TurnInput) -> tuple[list[Message], list[Message]]:
     """The current turn (user message first) and the messages before it."""
     event = inp.event
     messages = sorted(inp.messages, key=lambda m: m.seq)
     user_at = next(
-        (i for i, m in enumerate(messages) if m.id == event.user_message_id and _counts(m)), None
+        (i for i, m in enumerate(messages) if m.id == event.user_message_id and is_visible(m)), None
     )
     if user_at is None or not isinstance(messages[user_at], UserMessage):
         raise RetryableError("turn_not_found", "the turn's user message is not visible")
     if messages[user_at].turn_id != event.turn_id:
         raise RetryableError("turn_not_found", "the user message belongs to another turn")
-    if not any(m.id == event.reply_message_id and _counts(m) for m in messages[user_at:]):
+    if not any(m.id == event.reply_message_id and is_visible(m) for m in messages[user_at:]):
         raise RetryableError("turn_not_found", "the turn's reply is not visible")
     current = [m for m in messages[user_at:] if m.turn_id == event.turn_id]
     return current, messages[:user_at]
@@ -261,9 +251,9 @@ def _reply(current: Sequence[Message], reply_id: str) -> AssistantMessage | None
 
 def _earlier_turns(earlier: Sequence[Message]) -> list[carry_forward.TurnText]:
     """The earlier turns the state fold reads: at most the look-back, whole turns only."""
-    visible = _visible(earlier)[-STATE_LOOKBACK_MESSAGES:]
+    looked_back = visible(earlier)[-STATE_LOOKBACK_MESSAGES:]
     turns: list[carry_forward.TurnText] = []
-    for group in split_turns(visible):
+    for group in split_turns(looked_back):
         if not isinstance(group[0], UserMessage):
             continue  # cut by the look-back: its request is unknown
         replies = [m for m in group if isinstance(m, AssistantMessage)]

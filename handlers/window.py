@@ -112,13 +112,21 @@ def pair(messages: Sequence[Message]) -> list[Message]:
     return output
 
 
+def is_visible(message: Message) -> bool:
+    """System and soft-deleted messages are invisible: never read, never counted in a window."""
+    return not isinstance(message, SystemMessage) and not message.deleted
+
+
+def visible(messages: Sequence[Message]) -> list[Message]:
+    """The visible messages, in order."""
+    return [m for m in messages if is_visible(m)]
+
+
 def history_window(history: Sequence[Message], limit: int) -> list[Message]:
-    """The window the model could still see: the last `limit` counted messages, paired."""
+    """The window the model could still see: the last `limit` visible messages, paired."""
     if limit <= 0:
         return []
-    # System and soft-deleted messages are invisible, so they take no place in the window.
-    visible = [m for m in history if not isinstance(m, SystemMessage) and not m.deleted]
-    return pair(visible[-limit:])
+    return pair(visible(history)[-limit:])
 
 
 def paired_calls(messages: Sequence[Message]) -> list[PairedCall]:

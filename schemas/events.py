@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from schemas.records import ExportFormat, RowSource
+from schemas.validation import first_error
 
 DEFAULT_HISTORY_LIMIT = 10
 MAX_HISTORY_LIMIT = 40
@@ -87,9 +88,7 @@ def parse_turn_completed(body: bytes | str) -> TurnCompleted:
     try:
         return TurnCompleted.model_validate(value)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "body"
-        raise InvalidEvent(f"field {field!r}: {first['msg']}") from None
+        raise InvalidEvent(first_error(exc, "body")) from None
 
 
 def _reject_constant(name: str) -> None:

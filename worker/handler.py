@@ -22,6 +22,7 @@ from handlers.file_layout import action_cells, table_cells
 from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import ExportPublished, InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import ExportEntry, StateAfter, TurnRecord
+from schemas.validation import first_error
 from worker.crashpoints import crashpoint
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
@@ -313,9 +314,7 @@ def _message(document: Any) -> Message:
 
 
 def _invalid(what: str, exc: pydantic.ValidationError) -> str:
-    first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "document"
-    return f"{what} invalid: field {field!r}: {first['msg']}"
+    return f"{what} invalid: {first_error(exc, 'document')}"
 
 
 def _rfc3339(at: datetime) -> str:
