@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from handlers import phases
 from handlers import turn as story
 from handlers.compaction import build_citation
 from handlers.window import history_window, pair, paired_calls
@@ -157,11 +158,11 @@ def reach_back_input() -> story.TurnInput:
     return turn_input(history, user, reply)
 
 
-def decide_and_select(inp: story.TurnInput) -> story.Outcome:
-    """decide, then after_rows with nothing fed: the reach-back decides from citations."""
-    outcome = story.decide(inp)
-    assert isinstance(outcome, story.NeedRows)
-    return story.after_rows(outcome)
+def decide_and_select(inp: story.TurnInput) -> phases.Phase:
+    """start, then after_fetch with nothing fed: reach-back phase 1 decides from citations."""
+    phase = story.start(inp)
+    assert isinstance(phase, phases.FetchCurrentTurn)
+    return story.after_fetch(inp, phase, story.collector_for(phase, None))
 
 
 def headline_input() -> tuple[story.TurnInput, dict[str, Any]]:
@@ -180,17 +181,19 @@ def headline_input() -> tuple[story.TurnInput, dict[str, Any]]:
     return inp, fixture["artifacts"]
 
 
-def whole_story(inp: story.TurnInput, artifacts: dict[str, Any]) -> story.Outcome:
-    """decide, feed the planned artifacts' rows (in memory), after_rows: the ExportPlan."""
-    outcome = story.decide(inp)
-    while isinstance(outcome, story.NeedRows):
-        for ref in outcome.fetch:
+def whole_story(inp: story.TurnInput, artifacts: dict[str, Any]) -> phases.Phase:
+    """start, feed each round's artifacts' rows (in memory), after_fetch: the ExportPlan."""
+    phase = story.start(inp)
+    collector = None
+    while isinstance(phase, phases.FetchCurrentTurn | phases.FetchDeferredGroups):
+        collector = story.collector_for(phase, collector)
+        for ref in phase.fetch:
             assert ref.artifact is not None
-            for _ in outcome.collector.feed(ref, artifacts[ref.artifact]["result"]):
+            for _ in collector.feed(ref, artifacts[ref.artifact]["result"]):
                 pass
-        outcome = story.after_rows(outcome)
-    assert isinstance(outcome, story.ExportPlan), outcome
-    return outcome
+        phase = story.after_fetch(inp, phase, collector)
+    assert isinstance(phase, phases.ExportPlan), phase
+    return phase
 
 
 def per_call_us(work: Callable[[], object], repeats: int, quick: bool) -> float:
@@ -211,20 +214,20 @@ def main(argv: list[str] | None = None) -> int:
     reach = reach_back_input()
     headline, artifacts = headline_input()
     history = list(current.messages)[:40]
-    first = story.decide(current)
-    assert isinstance(first, story.NeedRows) and len(first.fetch) == 1, first
+    first = story.start(current)
+    assert isinstance(first, phases.FetchCurrentTurn) and len(first.fetch) == 1, first
     plan = decide_and_select(reach)
-    assert isinstance(plan, story.NeedRows) and plan.row_source == "prior_turn", plan
+    assert isinstance(plan, phases.FetchReachBack), plan
     assert len(pair(history)) == 40 and len(history_window(history, 40)) == 40
 
     cases: list[tuple[str, int, Callable[[], object]]] = [
-        ("decide (current turn: 3 parallel calls, 40 earlier)", 44, lambda: story.decide(current)),
-        ("decide + after_rows (reach-back, from citations)", 42, lambda: decide_and_select(reach)),
+        ("start (current turn: 3 parallel calls, 40 earlier)", 44, lambda: story.start(current)),
+        ("start + after_fetch (reach-back, from citations)", 42, lambda: decide_and_select(reach)),
         ("history_window(limit 40)", 40, lambda: history_window(history, 40)),
         ("pair", 40, lambda: pair(history)),
         ("paired_calls", 40, lambda: paired_calls(history)),
         (
-            "headline: decide + 900 rows fed + after_rows",
+            "headline: start + 900 rows fed + after_fetch",
             7,
             lambda: whole_story(headline, artifacts),
         ),

@@ -1,14 +1,16 @@
 """The story of one turn (SPEC section 5), as pure functions of plain data.
 
-The I/O shell drives it in three moves and acts on what each returns:
+The shell reads the turn, then moves it through its phases (`handlers/phases.py`) and acts
+on each one:
 
-1. `decide(TurnInput)` reads the request, the carry-forward state and the reply. It returns
-   a `Finished` outcome when nothing needs reading, or `NeedRows` naming the artifacts to
-   fetch (the current turn's results first).
-2. The shell fetches exactly those artifacts and feeds each into the `NeedRows.collector`
-   (rows stream through it to a spool; nothing here holds the dataset).
-3. `after_rows(NeedRows)` picks the row source. It may ask for one more round (reach-back:
-   the current turn had no rows), end the turn (`no_rows`), or return an `ExportPlan`.
+1. `start(TurnInput)` reads the request, the carry-forward state and the reply. It ends the
+   turn at once (`Finished`, or an `ExportPlan` of the reply's table) or names the first
+   fetch round, `FetchCurrentTurn`.
+2. For a fetch phase the shell takes a row collector (`collector_for`: a new one, or the
+   round before's), reads exactly `phase.fetch` in order and feeds each artifact's result
+   into it (rows stream through it to a spool; nothing here holds the dataset).
+3. `after_fetch(TurnInput, phase, collector)` weighs what went past and names the next
+   phase: the deferred groups, a reach-back, or an ending.
 
 Every function here is deterministic: redelivery and replay reach the same answer.
 """
@@ -16,7 +18,7 @@ Every function here is deterministic: redelivery and replay reach the same answe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
@@ -31,8 +33,22 @@ from handlers.export_paths import (
     export_id,
     parse_timestamp,
 )
-from handlers.file_layout import Layout, layout
+from handlers.file_layout import layout
 from handlers.passthrough import is_derived_request
+from handlers.phases import (
+    DeferredGroups,
+    ExportPlan,
+    ExportRequest,
+    FetchCurrentTurn,
+    FetchDeferredGroups,
+    FetchPhase,
+    FetchReachBack,
+    Finished,
+    IllegalTransition,
+    Phase,
+    ReachBackScan,
+    TurnFacts,
+)
 from handlers.reach_back import reach_back
 from handlers.selection import ResultRef, Selection, dominates
 from handlers.tables import Table, find_table, without_secret_columns
@@ -44,7 +60,7 @@ from schemas.documents import (
     UserMessage,
 )
 from schemas.events import TurnCompleted
-from schemas.records import Decision, ExportFormat, RequestFormat, RowSource, StateAfter
+from schemas.records import ExportFormat, RowSource, StateAfter
 
 # The carry-forward look-back reads at most this many messages before the turn, whatever
 # the history limit (SPEC section 5 step 4).
@@ -77,61 +93,6 @@ class TurnInput:
     now: datetime
 
 
-@dataclass(frozen=True)
-class TurnFacts:
-    """What every outcome of the turn records, whatever it decides."""
-
-    format: RequestFormat | None
-    carried: bool
-    state_after: StateAfter
-    seq: int | None
-
-
-@dataclass(frozen=True)
-class Finished:
-    """The turn ends without a file."""
-
-    decision: Decision
-    facts: TurnFacts
-
-
-@dataclass
-class NeedRows:
-    """Fetch `fetch` (in order) and feed each artifact's result into `collector`."""
-
-    facts: TurnFacts
-    export_format: ExportFormat
-    fetch: tuple[ResultRef, ...]
-    collector: RowCollector
-    row_source: RowSource
-    table: Table | None
-    # Current turn only: the window's results, for a reach-back when the turn has no rows.
-    window_refs: tuple[ResultRef, ...] = field(default=())
-    input: TurnInput | None = None
-    # Artifacts of groups the citations say the dominant group dwarfs; fetched only when
-    # the dominant group's real rows do not confirm it (`deferred_rows` bounds their rows).
-    deferred: tuple[ResultRef, ...] = field(default=())
-    deferred_rows: int = 0
-
-
-@dataclass(frozen=True)
-class ExportPlan:
-    """The file to write: its rows come from the table or from the spooled action rows."""
-
-    facts: TurnFacts
-    format: ExportFormat
-    row_source: RowSource
-    export_id: str
-    blob: str
-    file_name: str
-    table: Table | None  # exported when row_source is assistant_table
-    selection: Selection | None  # exported when rows came from actions
-    layout: Layout  # the header and what the record says of the rows
-
-
-Outcome = Finished | NeedRows | ExportPlan
-
-
 class HistoryRead:
     """Tells a newest-first reader when it holds the turn's user message and the look-back."""
 
@@ -148,7 +109,7 @@ class HistoryRead:
         return self.counted is not None and self.counted >= STATE_LOOKBACK_MESSAGES
 
 
-def decide(inp: TurnInput) -> Outcome:
+def start(inp: TurnInput) -> Phase:
     """Steps 3 to 7 up to the first fetch: the request, the state, the reply, the sources."""
     current, earlier = _split_current_turn(inp)
     user = current[0]
@@ -169,59 +130,80 @@ def decide(inp: TurnInput) -> Outcome:
     assert fmt in ("csv", "json", "xml", "xlsx")
 
     table = find_table(reply.content or "") if reply is not None else None
+    request = ExportRequest(facts, fmt, table)
     if is_derived_request(step.request_text):
         # Derived output may only come from a table the model composed: no raw rows.
         if table is None:
             return Finished("derived_output_without_table", facts)
-        return _plan(inp, facts, fmt, "assistant_table", table=table, selection=None)
+        return _plan(inp, request, "assistant_table", table=table, selection=None)
 
     # paired_calls pairs what it is given: the turn's own messages need no pairing first.
     current_refs = [r for r in _result_refs(visible(current)) if r.artifact is not None]
     window_refs = _result_refs(history_window(visible(earlier), inp.history_limit))
-    fetch, deferred, deferred_rows = _dominant_first(current_refs)
-    return NeedRows(
-        facts=facts,
-        export_format=fmt,
-        fetch=_confined(inp, fetch),
-        collector=RowCollector(table),
-        row_source="action_rows",
-        table=table,
-        window_refs=tuple(window_refs),
-        input=inp,
-        deferred=_confined(inp, deferred),
-        deferred_rows=deferred_rows,
-    )
+    fetch, deferred = _dominant_first(current_refs)
+    fetch = _confined(inp, fetch)
+    if deferred is not None:
+        deferred = replace(deferred, refs=_confined(inp, deferred.refs))
+    return FetchCurrentTurn(request, fetch, deferred, tuple(window_refs))
 
 
-def after_rows(need: NeedRows) -> Outcome:
-    """Step 7 once the fetched rows went past: the table, the action rows, reach back, or none."""
-    assert need.input is not None
-    selection = need.collector.select()
-    if need.deferred and not dominates(selection.row_count, need.deferred_rows):
-        # The citations overstated the dominant group: read the others after all.
-        return replace(need, fetch=need.deferred, deferred=(), deferred_rows=0)
+def collector_for(phase: FetchPhase, running: RowCollector | None) -> RowCollector:
+    """The collector a fetch round feeds: a new one, or the round before's (see phases.py)."""
+    match phase:
+        case FetchCurrentTurn(request=request):
+            return RowCollector(request.table)
+        case FetchDeferredGroups():
+            if running is None:
+                raise IllegalTransition("deferred groups join the current turn's collector")
+            return running
+        case FetchReachBack():
+            return RowCollector(None)
+
+
+def after_fetch(inp: TurnInput, phase: Phase, collector: RowCollector) -> Phase:
+    """Step 7 once a round's rows went past: the next round, or how the turn ends."""
+    match phase:
+        case FetchCurrentTurn(request=request, deferred=DeferredGroups() as deferred) if (
+            not dominates(collector.select().row_count, deferred.estimate)
+        ):
+            # The citations overstated the dominant group: read the others after all.
+            return FetchDeferredGroups(request, deferred.refs, phase.window)
+        case (
+            FetchCurrentTurn(request=request, window=window)
+            | FetchDeferredGroups(request=request, window=window)
+        ):
+            return _choose(inp, request, collector, window)
+        case FetchReachBack(request=request):
+            selection = collector.select()
+            if selection.row_count == 0:
+                return Finished("no_rows", request.facts)
+            return _plan(inp, request, "prior_turn", None, selection)
+        case Finished() | ExportPlan():
+            raise IllegalTransition(f"a turn that ended ({type(phase).__name__}) reads nothing")
+
+
+def conversation_deleted() -> Finished:
+    """The ending of a turn whose conversation is deleted: recorded, nothing read."""
+    return Finished("conversation_deleted", TurnFacts(None, False, StateAfter(state="idle"), None))
+
+
+def _choose(
+    inp: TurnInput, request: ExportRequest, collector: RowCollector, window: Sequence[ResultRef]
+) -> Phase:
+    """The current turn's rows are all in: the table, the action rows, or reach back."""
+    selection = collector.select()
     has_rows = selection.row_count > 0
-    if need.table is not None and need.row_source == "action_rows":
-        if has_rows and need.collector.table_is_excerpt(selection):
-            return _plan(need.input, need.facts, need.export_format, "action_rows", None, selection)
-        return _plan(
-            need.input, need.facts, need.export_format, "assistant_table", need.table, None
-        )
+    if request.table is not None:
+        if has_rows and collector.table_is_excerpt(selection):
+            return _plan(inp, request, "action_rows", None, selection)
+        return _plan(inp, request, "assistant_table", request.table, None)
     if has_rows:
-        return _plan(need.input, need.facts, need.export_format, need.row_source, None, selection)
-    if need.row_source == "action_rows":
-        picked = reach_back(need.window_refs)
-        if picked:
-            return NeedRows(
-                facts=need.facts,
-                export_format=need.export_format,
-                fetch=_confined(need.input, picked),
-                collector=RowCollector(None),
-                row_source="prior_turn",
-                table=None,
-                input=need.input,
-            )
-    return Finished("no_rows", need.facts)
+        return _plan(inp, request, "action_rows", None, selection)
+    # Reach-back phase 1: a scan of the window's compact citations, reading nothing.
+    scan = ReachBackScan(chosen=_confined(inp, reach_back(window)))
+    if not scan.chosen:
+        return Finished("no_rows", request.facts)
+    return FetchReachBack(replace(request, table=None), scan)
 
 
 # --------------------------------------------------------------------------------------
@@ -282,8 +264,8 @@ def _result_refs(messages: Sequence[Message]) -> list[ResultRef]:
 
 def _dominant_first(
     refs: Sequence[ResultRef],
-) -> tuple[list[ResultRef], list[ResultRef], int]:
-    """Split refs into (fetch now, fetch only if needed, rows bound of the deferred ones).
+) -> tuple[tuple[ResultRef, ...], DeferredGroups | None]:
+    """Split refs into (fetch now, the groups held back until the dominant one is read).
 
     When every citation gives an estimate and one action's estimate dwarfs all others (the
     dominance rule), only that action's artifacts are read first: the others were lookups.
@@ -294,16 +276,16 @@ def _dominant_first(
     for ref in refs:
         estimate = estimate_rows(ref.citation)
         if estimate is None:
-            return list(refs), [], 0
+            return tuple(refs), None
         totals[ref.action] = totals.get(ref.action, 0) + estimate
     if len(totals) < 2:
-        return list(refs), [], 0
+        return tuple(refs), None
     largest = max(totals, key=lambda action: totals[action])  # first called wins a tie
     others = sum(rows for action, rows in totals.items() if action != largest)
     if not dominates(totals[largest], others):
-        return list(refs), [], 0
-    now = [r for r in refs if r.action == largest]
-    return now, [r for r in refs if r.action != largest], others
+        return tuple(refs), None
+    now = tuple(r for r in refs if r.action == largest)
+    return now, DeferredGroups(tuple(r for r in refs if r.action != largest), others)
 
 
 def _confined(inp: TurnInput, refs: Sequence[ResultRef]) -> tuple[ResultRef, ...]:
@@ -317,13 +299,13 @@ def _confined(inp: TurnInput, refs: Sequence[ResultRef]) -> tuple[ResultRef, ...
 
 def _plan(
     inp: TurnInput,
-    facts: TurnFacts,
-    fmt: ExportFormat,
+    request: ExportRequest,
     source: RowSource,
     table: Table | None,
     selection: Selection | None,
 ) -> ExportPlan:
     event = inp.event
+    fmt: ExportFormat = request.format
     action = None
     if selection is not None and len(selection.actions) == 1:
         action = selection.actions[0]
@@ -332,7 +314,7 @@ def _plan(
     if table is not None:
         table = without_secret_columns(table)
     return ExportPlan(
-        facts=facts,
+        facts=request.facts,
         format=fmt,
         row_source=source,
         export_id=eid,

@@ -17,11 +17,22 @@ from typing import Any
 import pydantic
 
 from handlers import turn as story
+from handlers.dataset import RowCollector
 from handlers.errors import PermanentError, RetryableError
 from handlers.file_layout import action_cells, table_cells
+from handlers.phases import (
+    Ending,
+    ExportPlan,
+    FetchCurrentTurn,
+    FetchDeferredGroups,
+    FetchReachBack,
+    Finished,
+    TurnFacts,
+)
+from handlers.selection import ResultRef
 from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import ExportPublished, InvalidEvent, TurnCompleted, parse_turn_completed
-from schemas.records import ExportEntry, StateAfter, TurnRecord
+from schemas.records import ExportEntry, TurnRecord
 from schemas.validation import first_error
 from worker.crashpoints import crashpoint
 from worker.export_file import TooLarge, content_type, write_export
@@ -75,8 +86,8 @@ class TurnHandler:
 
         conversation, access = await self._authorised(event, log)
         if access == "deleted":
-            facts = story.TurnFacts(None, False, StateAfter(state="idle"), None)
-            return await self._record(event, "conversation_deleted", facts, None, log)
+            deleted = story.conversation_deleted()
+            return await self._record(event, deleted.decision, deleted.facts, None, log)
 
         messages = await self._read_turn(event)
         inp = story.TurnInput(
@@ -90,14 +101,11 @@ class TurnHandler:
             exports_container=self.settings.exports_container,
             now=self.clock(),
         )
-        outcome = story.decide(inp)
         with RowSpool() as spool:
-            while isinstance(outcome, story.NeedRows):
-                await self._fetch(outcome, spool)
-                outcome = story.after_rows(outcome)
-            if isinstance(outcome, story.Finished):
-                return await self._record(event, outcome.decision, outcome.facts, None, log)
-            return await self._export(event, outcome, spool, log)
+            ending = await self._decide(inp, spool)
+            if isinstance(ending, Finished):
+                return await self._record(event, ending.decision, ending.facts, None, log)
+            return await self._export(event, ending, spool, log)
 
     # ----------------------------------------------------------------------------------
     async def _authorised(
@@ -146,13 +154,28 @@ class TurnHandler:
                 break
         return list(reversed(newest_first))
 
-    async def _fetch(self, need: story.NeedRows, spool: RowSpool) -> None:
-        """Read exactly the planned artifacts, streaming their rows through the collector."""
-        for ref in need.fetch:
+    async def _decide(self, inp: story.TurnInput, spool: RowSpool) -> Ending:
+        """Move the turn through its phases, reading each fetch round's artifacts."""
+        phase = story.start(inp)
+        collector: RowCollector | None = None
+        while True:
+            match phase:
+                case Finished() | ExportPlan():
+                    return phase
+                case FetchCurrentTurn() | FetchDeferredGroups() | FetchReachBack():
+                    collector = story.collector_for(phase, collector)
+                    await self._fetch(phase.fetch, collector, spool)
+                    phase = story.after_fetch(inp, phase, collector)
+
+    async def _fetch(
+        self, refs: Sequence[ResultRef], collector: RowCollector, spool: RowSpool
+    ) -> None:
+        """Read exactly the round's artifacts, streaming their rows through the collector."""
+        for ref in refs:
             assert ref.artifact is not None
             artifact = await self._artifact(ref.artifact)
             try:
-                for row in need.collector.feed(ref, artifact.result):
+                for row in collector.feed(ref, artifact.result):
                     spool.append(ref.action, row)
             except RecursionError:  # parsed, but too deep to walk: bad input, not a bug
                 too_deep = f"artifact {ref.artifact} is nested too deeply"
@@ -178,7 +201,7 @@ class TurnHandler:
             raise PermanentError("artifact_invalid", too_deep) from None
 
     async def _export(
-        self, event: TurnCompleted, plan: story.ExportPlan, spool: RowSpool, log: Any
+        self, event: TurnCompleted, plan: ExportPlan, spool: RowSpool, log: Any
     ) -> TurnRecord:
         shape = plan.layout
         info = BlobInfo(
@@ -233,7 +256,7 @@ class TurnHandler:
         self,
         event: TurnCompleted,
         decision: Any,
-        facts: story.TurnFacts,
+        facts: TurnFacts,
         entry: ExportEntry | None,
         log: Any,
     ) -> TurnRecord:
@@ -294,7 +317,7 @@ class TurnHandler:
 
 
 # --------------------------------------------------------------------------------------
-def _cells(plan: story.ExportPlan, spool: RowSpool) -> Iterator[Sequence[Any]]:
+def _cells(plan: ExportPlan, spool: RowSpool) -> Iterator[Sequence[Any]]:
     """The file's rows aligned with its header: the table's, or each selected dataset's."""
     if plan.table is not None:
         yield from table_cells(plan.table, plan.layout)

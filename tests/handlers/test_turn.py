@@ -6,6 +6,7 @@ were read, so the tests can pin what is fetched as well as what is decided.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,14 +14,16 @@ from typing import Any
 
 import pytest
 
+from handlers import phases
 from handlers import turn as story
 from handlers.compaction import build_citation
-from handlers.dataset import finish_row
+from handlers.dataset import RowCollector, finish_row
 from handlers.errors import PermanentError, RetryableError
 from schemas.documents import Conversation, parse_message
 from schemas.events import TurnCompleted
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+FETCH_PHASES = (phases.FetchCurrentTurn, phases.FetchDeferredGroups, phases.FetchReachBack)
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CID = "conv_t"
 
@@ -115,11 +118,38 @@ def drive(
     artifacts: dict[str, Any],
     event: TurnCompleted,
     conversation: dict[str, Any] | None = None,
-) -> tuple[story.Outcome, list[str], list[dict[str, Any]]]:
-    """Run the core as the shell would; return the outcome, the paths read and the file rows."""
+) -> tuple[phases.Ending, list[str], list[dict[str, Any]]]:
+    """Run the core as the shell would; return the ending, the paths read and the file rows."""
+    inp = turn_input(messages, event, conversation)
+    phase = story.start(inp)
+    read: list[str] = []
+    spooled: list[tuple[str, dict[str, Any]]] = []
+    collector = None
+    while isinstance(phase, FETCH_PHASES):
+        collector = story.collector_for(phase, collector)
+        for ref in phase.fetch:
+            assert ref.artifact is not None
+            read.append(ref.artifact)
+            spooled += [
+                (ref.action, r) for r in collector.feed(ref, artifacts[ref.artifact]["result"])
+            ]
+        phase = story.after_fetch(inp, phase, collector)
+    rows: list[dict[str, Any]] = []
+    if isinstance(phase, phases.ExportPlan) and phase.selection is not None:
+        sel = phase.selection
+        rows = [finish_row(r, a, sel) for want in sel.actions for a, r in spooled if a == want]
+    return phase, read, rows
+
+
+def turn_input(
+    messages: list[dict[str, Any]],
+    event: TurnCompleted,
+    conversation: dict[str, Any] | None = None,
+) -> story.TurnInput:
+    """What the shell reads for `event`: the messages up to its reply."""
     conv = Conversation.model_validate(conversation or {"id": CID, "user_id": "u1"})
     upto = next(m["seq"] for m in messages if m["id"] == event.reply_message_id)
-    inp = story.TurnInput(
+    return story.TurnInput(
         event=event,
         conversation=conv,
         messages=[parse_message(m) for m in messages if m["seq"] <= upto],
@@ -128,27 +158,10 @@ def drive(
         exports_container="exports",
         now=NOW,
     )
-    outcome = story.decide(inp)
-    read: list[str] = []
-    spooled: list[tuple[str, dict[str, Any]]] = []
-    while isinstance(outcome, story.NeedRows):
-        for ref in outcome.fetch:
-            assert ref.artifact is not None
-            read.append(ref.artifact)
-            spooled += [
-                (ref.action, r)
-                for r in outcome.collector.feed(ref, artifacts[ref.artifact]["result"])
-            ]
-        outcome = story.after_rows(outcome)
-    rows: list[dict[str, Any]] = []
-    if isinstance(outcome, story.ExportPlan) and outcome.selection is not None:
-        sel = outcome.selection
-        rows = [finish_row(r, a, sel) for want in sel.actions for a, r in spooled if a == want]
-    return outcome, read, rows
 
 
-def decision_of(outcome: story.Outcome) -> str:
-    return "published" if isinstance(outcome, story.ExportPlan) else outcome.decision  # type: ignore[union-attr]
+def decision_of(outcome: phases.Ending) -> str:
+    return "published" if isinstance(outcome, phases.ExportPlan) else outcome.decision
 
 
 # --------------------------------------------------------------------------------------
@@ -170,7 +183,7 @@ def test_public_fixtures_decide_as_expected_in_the_core(name: str) -> None:
         assert facts.state_after.model_dump() == want["state_after"]
         if want["export"] is None:
             continue
-        assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+        assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
         export = want["export"]
         assert outcome.export_id == export["export_id"] and outcome.blob == export["blob"]
         assert outcome.row_source == export["row_source"]
@@ -262,7 +275,7 @@ def test_carried_request_reaches_back_for_rows_of_the_clarified_turn() -> None:
     chat.user("all of them")
     chat.reply("Here you go.", clarification=False)
     outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and len(read) == 1
+    assert isinstance(outcome, phases.ExportPlan) and len(read) == 1
     assert outcome.facts.carried and outcome.format == "xml"
     assert outcome.row_source == "prior_turn" and len(rows) == 30
 
@@ -309,7 +322,7 @@ def test_derived_request_exports_the_composed_table() -> None:
     chat.tools(("list_x", samples(60)))
     chat.reply("| hour | avg |\n|---|---|\n| 00 | 12.01 |\n| 01 | 12.02 |")
     outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and read == []
+    assert isinstance(outcome, phases.ExportPlan) and read == []
     assert outcome.row_source == "assistant_table" and outcome.table is not None
     assert outcome.table.columns == ("hour", "avg")
 
@@ -342,7 +355,7 @@ def test_excerpt_table_loses_to_the_action_rows() -> None:
     chat.tools(("list_x", samples(50)))
     chat.reply("Sample:\n\n```csv\ntimestamp,value\nt0000,12.0\nt0001,12.001\n```")
     outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan)
+    assert isinstance(outcome, phases.ExportPlan)
     assert outcome.row_source == "action_rows" and len(rows) == 50
 
 
@@ -352,7 +365,7 @@ def test_composed_table_wins_over_action_rows() -> None:
     chat.tools(("list_x", samples(50)))
     chat.reply("```csv\ntimestamp,value,flag\nt0000,12.0,ok\nt0001,12.001,low\n```")
     outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and outcome.row_source == "assistant_table"
+    assert isinstance(outcome, phases.ExportPlan) and outcome.row_source == "assistant_table"
 
 
 def test_only_a_table_exports_the_table() -> None:
@@ -360,7 +373,7 @@ def test_only_a_table_exports_the_table() -> None:
     chat.user("put this in a spreadsheet")
     chat.reply("| a | b |\n|---|---|\n| 1 | 2 |")
     outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and read == []
+    assert isinstance(outcome, phases.ExportPlan) and read == []
     assert outcome.format == "xlsx" and outcome.row_source == "assistant_table"
 
 
@@ -371,7 +384,7 @@ def test_dominant_group_used_alone_and_lookups_never_read() -> None:
     chat.tools(("history", samples(450)), ("history", samples(900, 450)))
     chat.reply("Done.")
     outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+    assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
     assert outcome.selection.actions == ("history",) and len(rows) == 900
     assert all("history" not in p or p in outcome.selection.source_artifacts for p in read)
     assert len(read) == 2
@@ -385,7 +398,7 @@ def test_overstated_citation_makes_the_core_read_the_other_groups() -> None:
     chat.artifacts["artifacts/conv_t/t1/call_2.json"]["result"] = {"items": samples(4)["items"]}
     chat.reply("Done.")
     outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+    assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
     assert outcome.selection.combined and len(read) == 2 and len(rows) == 7
     assert outcome.selection.actions == ("lookup", "history")  # call order, not fetch order
 
@@ -396,7 +409,7 @@ def test_comparable_groups_are_combined_with_source_action() -> None:
     chat.tools(("a", [{"x": 1}, {"x": 2}]), ("b", [{"y": 1}, {"y": 2}, {"y": 3}]))
     chat.reply("Done.")
     outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+    assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
     assert outcome.selection.columns == ("x", "y", "Source action")
     assert [r["Source action"] for r in rows] == ["a", "a", "b", "b", "b"]
 
@@ -412,7 +425,7 @@ def test_reach_back_reads_only_the_winning_group_of_an_earlier_turn() -> None:
     chat.user("create a csv")
     chat.reply("Here is the file.")
     outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan)
+    assert isinstance(outcome, phases.ExportPlan)
     assert outcome.row_source == "prior_turn" and len(rows) == 900
     assert read == [f"artifacts/{CID}/t1/call_1.json", f"artifacts/{CID}/t1/call_2.json"]
 
@@ -426,7 +439,7 @@ def test_reach_back_skipped_when_the_turn_has_its_own_rows() -> None:
     chat.tools(("sites", [{"s": 1}, {"s": 2}]))
     chat.reply("Done.")
     outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and outcome.row_source == "action_rows"
+    assert isinstance(outcome, phases.ExportPlan) and outcome.row_source == "action_rows"
     assert len(rows) == 2 and all("/t2/" in p for p in read)
 
 
@@ -475,7 +488,7 @@ def test_secret_keys_are_dropped_from_exported_rows() -> None:
     chat.tools(("list_x", rows_in))
     chat.reply("Done.")
     outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+    assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
     assert outcome.selection.columns == ("id", "nested")
     assert rows[0] == {"id": 0, "nested": {"ok": 1}}
 
@@ -521,6 +534,103 @@ def test_secret_columns_are_dropped_from_an_exported_table() -> None:
     chat.user("put it in a csv")
     chat.reply("| host | password | port |\n|---|---|---|\n| db1 | hunter2 | 5432 |")
     outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, story.ExportPlan) and outcome.table is not None
+    assert isinstance(outcome, phases.ExportPlan) and outcome.table is not None
     assert outcome.table.columns == ("host", "port")
     assert outcome.table.rows == (("db1", "5432"),)
+
+
+# --------------------------------------------------------------------------------------
+# The phases: each fetch round is named, collectors are shared as documented, and a move
+# the rules never make raises
+# --------------------------------------------------------------------------------------
+def rounds(
+    messages: list[dict[str, Any]], artifacts: dict[str, Any], event: TurnCompleted
+) -> list[tuple[str, int, int]]:
+    """(phase name, artifacts fetched, collector id) for each fetch round, in order."""
+    inp = turn_input(messages, event)
+    phase = story.start(inp)
+    seen: list[tuple[str, int, int]] = []
+    collector = None
+    while isinstance(phase, FETCH_PHASES):
+        collector = story.collector_for(phase, collector)
+        seen.append((type(phase).__name__, len(phase.fetch), id(collector)))
+        for ref in phase.fetch:
+            assert ref.artifact is not None
+            list(collector.feed(ref, artifacts[ref.artifact]["result"]))
+        phase = story.after_fetch(inp, phase, collector)
+    return seen
+
+
+def test_a_dominant_group_is_one_round_and_its_lookups_wait_in_deferred() -> None:
+    chat = Chat()
+    chat.user("get the history and create a csv")
+    chat.tools(("list_instances", [{"id": "sat-07"}]), ("history", samples(450)))
+    chat.reply("Done.")
+    first = story.start(turn_input(chat.messages, chat.event()))
+    assert isinstance(first, phases.FetchCurrentTurn) and first.deferred is not None
+    assert [r.action for r in first.fetch] == ["history"]
+    assert [r.action for r in first.deferred.refs] == ["list_instances"]
+    assert first.deferred.estimate == 1
+    assert [name for name, _, _ in rounds(chat.messages, chat.artifacts, chat.event())] == [
+        "FetchCurrentTurn"
+    ]
+
+
+def test_deferred_groups_are_a_second_round_that_shares_the_collector() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("lookup", [{"k": i} for i in range(3)]), ("history", samples(40)))
+    chat.artifacts["artifacts/conv_t/t1/call_2.json"]["result"] = {"items": samples(4)["items"]}
+    chat.reply("Done.")
+    seen = rounds(chat.messages, chat.artifacts, chat.event())
+    assert [(name, fetched) for name, fetched, _ in seen] == [
+        ("FetchCurrentTurn", 1),
+        ("FetchDeferredGroups", 1),
+    ]
+    assert seen[0][2] == seen[1][2]
+
+
+def test_reach_back_phase_two_carries_phase_ones_scan_and_a_fresh_collector() -> None:
+    chat = Chat()
+    chat.user("get the history")
+    chat.tools(("history", samples(450)), ("history", samples(900, 450)))
+    chat.reply("I have 900 samples.")
+    chat.user("create a csv")
+    chat.reply("Here is the file.")
+    inp = turn_input(chat.messages, chat.event())
+    first = story.start(inp)
+    assert isinstance(first, phases.FetchCurrentTurn) and first.fetch == ()
+    collector = story.collector_for(first, None)
+    second = story.after_fetch(inp, first, collector)
+    assert isinstance(second, phases.FetchReachBack)
+    assert second.request.table is None
+    assert [r.artifact for r in second.scan.chosen] == [
+        f"artifacts/{CID}/t1/call_1.json",
+        f"artifacts/{CID}/t1/call_2.json",
+    ]
+    assert second.fetch == second.scan.chosen
+    assert story.collector_for(second, collector) is not collector
+
+
+def test_an_ended_turn_cannot_move_and_deferred_groups_need_the_running_collector() -> None:
+    chat = Chat()
+    chat.user("summarize per hour and export as csv")
+    chat.reply("| hour | avg |\n|---|---|\n| 00 | 12.01 |")
+    inp = turn_input(chat.messages, chat.event())
+    plan = story.start(inp)
+    assert isinstance(plan, phases.ExportPlan)
+    with pytest.raises(phases.IllegalTransition):
+        story.after_fetch(inp, plan, RowCollector(None))
+    with pytest.raises(phases.IllegalTransition):
+        story.after_fetch(inp, story.conversation_deleted(), RowCollector(None))
+    deferred = phases.FetchDeferredGroups(
+        phases.ExportRequest(plan.facts, "csv", None), fetch=(), window=()
+    )
+    with pytest.raises(phases.IllegalTransition):
+        story.collector_for(deferred, None)
+
+
+def test_phases_are_frozen_values() -> None:
+    finished = story.conversation_deleted()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        finished.decision = "no_rows"  # type: ignore[misc]
