@@ -171,7 +171,7 @@ async def exported(home: Path) -> dict[str, Any]:
 
     backend = open_local_backend(home)
     try:
-        records = await backend.ledger.list_turns("conv_mem")
+        records = [r.model_dump(mode="json") for r in await backend.ledger.list_turns("conv_mem")]
     finally:
         await backend.close()
     if len(records) != 1:

@@ -173,7 +173,7 @@ def turns_list(conversation: str, as_json: bool) -> None:
     """A conversation's turn records, by seq."""
 
     async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
-        return await backend.ledger.list_turns(conversation)
+        return [r.model_dump(mode="json") for r in await backend.ledger.list_turns(conversation)]
 
     _show(
         _with_backend(work),
@@ -199,9 +199,13 @@ def exports_list(conversation: str | None, as_json: bool) -> None:
     async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
         records = await backend.ledger.list_exports(conversation)
         return [
-            {"conversation_id": r["conversation_id"], "turn_id": r["turn_id"], **r["export"]}
+            {
+                "conversation_id": r.conversation_id,
+                "turn_id": r.turn_id,
+                **r.export.model_dump(mode="json"),
+            }
             for r in records
-            if r.get("export")
+            if r.export is not None
         ]
 
     _show(
@@ -219,9 +223,9 @@ def exports_get(export_id: str, output: Path | None) -> None:
 
     async def work(backend: Backend, _: Settings) -> None:
         record = await backend.ledger.find_export(export_id)
-        if record is None or not record.get("export"):
+        if record is None or record.export is None:
             raise Failure(f"no export {export_id!r}")
-        path = record["export"]["blob"]
+        path = record.export.blob
         try:
             if output is not None:
                 tmp = output.with_name(f".{output.name}.part")

@@ -74,7 +74,7 @@ class TurnHandler:
         ledger = self.backend.ledger
         existing = await ledger.get(event.conversation_id, event.turn_id)
         if existing is not None:
-            record = TurnRecord.model_validate(existing)
+            record = existing
             if record.user_id != event.user_id:
                 # Not a redelivery: another user names a recorded turn. A forged event must
                 # meet authorisation (and its security warning) like any first delivery.
@@ -275,7 +275,7 @@ class TurnHandler:
             processed_at=_rfc3339(self.clock()),
             event_sent=False,
         )
-        await self.backend.ledger.put(record.model_dump(mode="json"))
+        await self.backend.ledger.put(record)
         crashpoint("after_record")
         if decision != "published":
             log.info("turn_recorded", decision=decision, format=facts.format)
@@ -303,7 +303,7 @@ class TurnHandler:
         await self.backend.publisher.publish(entry.export_id, event.model_dump_json().encode())
         crashpoint("after_publish")
         sent = record.model_copy(update={"event_sent": True})
-        await self.backend.ledger.put(sent.model_dump(mode="json"))
+        await self.backend.ledger.put(sent)
         crashpoint("after_event_sent")
         log.info(
             "turn_published",

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from schemas.records import TurnRecord
+
 
 class PortError(Exception):
     """Base of the errors adapters raise."""
@@ -186,23 +188,23 @@ class ConversationStore(Protocol):
 class Ledger(Protocol):
     """Turn records: one per processed turn, id = turn_id, partition conversation_id."""
 
-    async def get(self, conversation_id: str, turn_id: str) -> dict[str, Any] | None:
+    async def get(self, conversation_id: str, turn_id: str) -> TurnRecord | None:
         """The turn record, or None."""
         ...
 
-    async def put(self, record: Mapping[str, Any]) -> None:
+    async def put(self, record: TurnRecord) -> None:
         """Insert or replace the turn record (idempotent: same turn, same id)."""
         ...
 
-    async def list_turns(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def list_turns(self, conversation_id: str) -> list[TurnRecord]:
         """The conversation's turn records ordered by seq."""
         ...
 
-    async def list_exports(self, conversation_id: str | None = None) -> list[dict[str, Any]]:
+    async def list_exports(self, conversation_id: str | None = None) -> list[TurnRecord]:
         """Records with an export (decision `published`), optionally of one conversation."""
         ...
 
-    async def find_export(self, export_id: str) -> dict[str, Any] | None:
+    async def find_export(self, export_id: str) -> TurnRecord | None:
         """The turn record holding this export id, or None."""
         ...
 

@@ -325,7 +325,10 @@ async def _records(home: Path, conversation_ids: list[str]) -> dict[str, list[di
 
     backend = open_local_backend(home)
     try:
-        return {cid: await backend.ledger.list_turns(cid) for cid in conversation_ids}
+        return {
+            cid: [r.model_dump(mode="json") for r in await backend.ledger.list_turns(cid)]
+            for cid in conversation_ids
+        }
     finally:
         await backend.close()
 

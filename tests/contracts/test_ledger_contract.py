@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from schemas.records import TurnRecord
 from worker.ports import Ledger
 
 
@@ -24,7 +25,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-def record(cid: str, turn_id: str, seq: int | None, *, export_id: str | None = None) -> dict:
+def record(cid: str, turn_id: str, seq: int | None, *, export_id: str | None = None) -> TurnRecord:
     export = None
     if export_id is not None:
         export = {
@@ -40,21 +41,23 @@ def record(cid: str, turn_id: str, seq: int | None, *, export_id: str | None = N
             "sha256": "0" * 64,
             "truncated": False,
         }
-    return {
-        "id": turn_id,
-        "conversation_id": cid,
-        "turn_id": turn_id,
-        "user_id": "u-1",
-        "event_id": f"e-{turn_id}",
-        "seq": seq,
-        "decision": "published" if export else "no_request",
-        "format": "csv" if export else None,
-        "carried": False,
-        "state_after": {"state": "idle", "format": None},
-        "export": export,
-        "processed_at": "2026-01-01T00:00:00Z",
-        "event_sent": export is not None,
-    }
+    return TurnRecord.model_validate(
+        {
+            "id": turn_id,
+            "conversation_id": cid,
+            "turn_id": turn_id,
+            "user_id": "u-1",
+            "event_id": f"e-{turn_id}",
+            "seq": seq,
+            "decision": "published" if export else "no_request",
+            "format": "csv" if export else None,
+            "carried": False,
+            "state_after": {"state": "idle", "format": None},
+            "export": export,
+            "processed_at": "2026-01-01T00:00:00Z",
+            "event_sent": export is not None,
+        }
+    )
 
 
 def test_get_returns_none_until_put(ledger_factory: Any) -> None:
@@ -73,10 +76,10 @@ def test_put_replaces_the_record_of_the_same_turn(ledger_factory: Any) -> None:
     async def body(ledger: Ledger) -> None:
         cid = new_id("conv")
         await ledger.put(record(cid, "t1", 4, export_id="exp_1"))
-        updated = record(cid, "t1", 4, export_id="exp_1") | {"event_sent": False}
+        updated = record(cid, "t1", 4, export_id="exp_1").model_copy(update={"event_sent": False})
         await ledger.put(updated)
         assert await ledger.get(cid, "t1") == updated
-        assert [r["id"] for r in await ledger.list_turns(cid)] == ["t1"]
+        assert [r.id for r in await ledger.list_turns(cid)] == ["t1"]
 
     run(body, ledger_factory)
 
@@ -87,8 +90,8 @@ def test_turns_are_listed_by_seq_per_conversation(ledger_factory: Any) -> None:
         for turn_id, seq in [("t3", 30), ("t1", 2), ("t2", 11), ("t10", 100)]:
             await ledger.put(record(cid, turn_id, seq))
         await ledger.put(record(other, "t0", 1))
-        assert [r["id"] for r in await ledger.list_turns(cid)] == ["t1", "t2", "t3", "t10"]
-        assert [r["id"] for r in await ledger.list_turns(other)] == ["t0"]
+        assert [r.id for r in await ledger.list_turns(cid)] == ["t1", "t2", "t3", "t10"]
+        assert [r.id for r in await ledger.list_turns(other)] == ["t0"]
         assert await ledger.list_turns(new_id("conv")) == []
 
     run(body, ledger_factory)
@@ -102,15 +105,13 @@ def test_list_exports_holds_only_published_records(ledger_factory: Any) -> None:
         await ledger.put(record(cid, "t3", 30))
         await ledger.put(record(other, "t1", 5, export_id="exp_c"))
         mine = await ledger.list_exports(cid)
-        assert [r["export"]["export_id"] for r in mine] == ["exp_a", "exp_b"]
+        assert [r.export.export_id for r in mine] == ["exp_a", "exp_b"]
         everything = await ledger.list_exports()
-        ours = [
-            r["export"]["export_id"] for r in everything if r["conversation_id"] in {cid, other}
-        ]
+        ours = [r.export.export_id for r in everything if r.conversation_id in {cid, other}]
         assert sorted(ours) == ["exp_a", "exp_b", "exp_c"]
-        assert all(r["export"] is not None for r in everything)
-        by_conversation = [r for r in everything if r["conversation_id"] == cid]
-        assert [r["id"] for r in by_conversation] == ["t1", "t2"]
+        assert all(r.export is not None for r in everything)
+        by_conversation = [r for r in everything if r.conversation_id == cid]
+        assert [r.id for r in by_conversation] == ["t1", "t2"]
 
     run(body, ledger_factory)
 
@@ -138,8 +139,10 @@ def test_local_turns_without_seq_come_last_in_insertion_order(tmp_path: Any) -> 
         await ledger.put(record("c", "t2", 2))
         await ledger.put(record("c", "late-a", None))
         await ledger.put(record("c", "t1", 1))
-        await ledger.put(record("c", "late-b", None) | {"event_sent": True})  # keeps its place
-        assert [r["id"] for r in await ledger.list_turns("c")] == [
+        await ledger.put(
+            record("c", "late-b", None).model_copy(update={"event_sent": True})
+        )  # keeps its place
+        assert [r.id for r in await ledger.list_turns("c")] == [
             "t1",
             "t2",
             "late-b",

@@ -65,8 +65,8 @@ async def outcome(backend: Backend, conversations: list[str]) -> dict[str, Any]:
     """Records without their processing time, and each export's bytes."""
     records, files = [], {}
     for cid in conversations:
-        for record in await backend.ledger.list_turns(cid):
-            record = {k: v for k, v in record.items() if not k.startswith("_")}
+        for stored in await backend.ledger.list_turns(cid):
+            record = stored.model_dump(mode="json")
             record.pop("processed_at")
             records.append(record)
             if record["export"]:

@@ -34,6 +34,7 @@ from worker.ports import TransientError
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
+from worker.testing.records import a_turn_record
 
 RATE = 0.2
 CALL_ATTEMPTS = 6
@@ -136,7 +137,7 @@ def test_a_call_is_tried_again_in_place_and_a_stream_resumes_where_it_failed(
                 # Three pages of 50: each request may fail; a resumed read skips what it gave.
                 assert [m["id"] async for m in backend.store.history(cid, 10**6)] == newest_first
                 await backend.publisher.publish("exp_1", b"{}")
-                await backend.ledger.put({"id": "t", "conversation_id": cid, "seq": 1})
+                await backend.ledger.put(a_turn_record(cid, "t", seq=1))
             assert len(await clean.publisher.sent()) == 1
             assert len(await clean.ledger.list_turns(cid)) == 1
             plan: FaultPlan = faulty.fault_plan  # type: ignore[attr-defined]

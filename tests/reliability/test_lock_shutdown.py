@@ -92,7 +92,7 @@ def test_a_turn_slower_than_the_lock_completes_once_while_another_worker_waits(
         slow_run = asyncio.create_task(slow.run(drain=True))
         await asyncio.sleep(0.1)  # the slow worker takes the session first
         await asyncio.wait_for(asyncio.gather(slow_run, rival.run(drain=True)), timeout=30)
-        turns = await seeder.ledger.list_turns("conv_headline_a")
+        turns = [r.model_dump() for r in await seeder.ledger.list_turns("conv_headline_a")]
         events = await seeder.publisher.sent()
         for backend in (seeder, first, second):
             await backend.close()

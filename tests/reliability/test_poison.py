@@ -455,7 +455,10 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     async def read() -> Outcome:
         backend = open_local_backend(home)
         try:
-            records = {c.cid: await backend.ledger.list_turns(c.cid) for c in everything}
+            records = {
+                c.cid: [r.model_dump(mode="json") for r in await backend.ledger.list_turns(c.cid)]
+                for c in everything
+            }
             assert await backend.queue.is_drained()
             return Outcome(
                 records,

@@ -200,15 +200,15 @@ def test_crash_between_record_and_event_converges_on_redelivery(tmp_path: Path) 
         with pytest.raises(ConnectionResetError):
             await handler.handle(message)
         stored = await backend.ledger.get("conv_headline_a", "turn_headline_a1")
-        assert stored is not None and stored["decision"] == "published"
-        assert stored["event_sent"] is False
+        assert stored is not None and stored.decision == "published"
+        assert stored.event_sent is False
 
         backend.publisher.publish = original  # type: ignore[method-assign]
         record = await handler.handle(message)
         assert record.event_sent is True
-        assert record.export == stored["export"] or record.export.model_dump() == stored["export"]
+        assert record.export == stored.export and stored.export is not None
         sent = await backend.publisher.sent()
-        assert [e["export_id"] for e in sent] == [stored["export"]["export_id"]]
+        assert [e["export_id"] for e in sent] == [stored.export.export_id]
 
     run(tmp_path, headline(), body)
 

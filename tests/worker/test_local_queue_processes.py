@@ -109,6 +109,7 @@ async def _drained(db_path: Path) -> bool:
 def test_the_local_backend_keeps_every_port_under_its_home(tmp_path: Path) -> None:
     from worker.local.backend import open_local_backend
     from worker.ports import BlobInfo
+    from worker.testing.records import a_turn_record
 
     home = tmp_path / "nested" / "home"
 
@@ -118,7 +119,7 @@ def test_the_local_backend_keeps_every_port_under_its_home(tmp_path: Path) -> No
             await backend.queue.send(b"{}", "c1")
             await backend.store.put_conversation({"id": "c1", "user_id": "u1"})
             await backend.store.put_message({"id": "m1", "conversation_id": "c1", "seq": 1})
-            await backend.ledger.put({"id": "t1", "conversation_id": "c1", "seq": 1})
+            await backend.ledger.put(a_turn_record("c1", "t1", seq=1))
             await backend.publisher.publish("exp_1", b'{"export_id": "exp_1"}')
             upload = await backend.blobs.upload(
                 "exports/c1/t1/exp_1.csv", BlobInfo("text/csv", "x.csv", {})
@@ -128,7 +129,7 @@ def test_the_local_backend_keeps_every_port_under_its_home(tmp_path: Path) -> No
             # Each port reads back through its own connection to the one file.
             assert not await backend.queue.is_drained()
             assert [d["id"] async for d in backend.store.history("c1", 1)] == ["m1"]
-            assert [r["id"] for r in await backend.ledger.list_turns("c1")] == ["t1"]
+            assert [r.id for r in await backend.ledger.list_turns("c1")] == ["t1"]
             assert await backend.publisher.sent() == [{"export_id": "exp_1"}]
         finally:
             await backend.close()

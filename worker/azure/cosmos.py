@@ -21,6 +21,7 @@ from azure.core import MatchConditions
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
+from schemas.records import TurnRecord
 from worker.azure.credentials import cosmos_client
 from worker.azure.timeouts import guarded, guarded_iter
 from worker.ports import Conflict, NotFound
@@ -223,22 +224,21 @@ class AzureLedger:
         self._account = (account or CosmosAccount(settings)).acquire()
         self._turns = settings.turns_container
 
-    async def get(self, conversation_id: str, turn_id: str) -> dict[str, Any] | None:
+    async def get(self, conversation_id: str, turn_id: str) -> TurnRecord | None:
         """The turn record, or None."""
         try:
             doc = await self._account.read(self._turns, turn_id, conversation_id)
         except NotFound:
             return None
-        return without_system_keys(doc)
+        return TurnRecord.model_validate(without_system_keys(doc))
 
-    async def put(self, record: Mapping[str, Any]) -> None:
+    async def put(self, record: TurnRecord) -> None:
         """Write the turn record: replace under the read ETag, or create when absent.
 
         A lost race (412/409) re-reads and converges: when the winner's record is already
         `published` with its event sent it is final and is kept, else ours is written again.
         """
-        doc = dict(record)
-        doc.setdefault("id", doc.get("turn_id"))
+        doc = record.model_dump(mode="json")
         proxy = await self._account.container(self._turns)
         timeout = self._account.timeout
         for attempt in range(PUT_ATTEMPTS):
@@ -266,13 +266,13 @@ class AzureLedger:
                 continue
         raise Conflict(f"turn record kept changing under {PUT_ATTEMPTS} writes")
 
-    async def list_turns(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def list_turns(self, conversation_id: str) -> list[TurnRecord]:
         """The conversation's turn records ordered by seq (records without one last)."""
         params = {"@cid": conversation_id}
         query = self._account.query(self._turns, TURNS_QUERY, params, partition_key=conversation_id)
-        return by_seq([doc async for doc in query])
+        return _records(by_seq([doc async for doc in query]))
 
-    async def list_exports(self, conversation_id: str | None = None) -> list[dict[str, Any]]:
+    async def list_exports(self, conversation_id: str | None = None) -> list[TurnRecord]:
         """Records with an export, by conversation then seq; without a conversation this is
         a cross-partition query (sorted here: no composite index needed)."""
         if conversation_id is None:
@@ -283,15 +283,15 @@ class AzureLedger:
                 self._turns, EXPORTS_QUERY, params, partition_key=conversation_id
             )
         records = by_seq([doc async for doc in query])
-        return sorted(records, key=lambda r: str(r.get("conversation_id", "")))
+        return _records(sorted(records, key=lambda r: str(r.get("conversation_id", ""))))
 
-    async def find_export(self, export_id: str) -> dict[str, Any] | None:
+    async def find_export(self, export_id: str) -> TurnRecord | None:
         """The turn record holding this export id (a cross-partition query), or None."""
         params = {"@eid": export_id}
         async for doc in self._account.query(
             self._turns, FIND_EXPORT_QUERY, params, partition_key=None
         ):
-            return doc
+            return TurnRecord.model_validate(doc)
         return None
 
     async def close(self) -> None:
@@ -307,3 +307,7 @@ def is_final(record: Mapping[str, Any]) -> bool:
 def by_seq(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Records by seq; Cosmos sorts a null seq first, the ports want it last."""
     return sorted(records, key=lambda r: (r.get("seq") is None, r.get("seq") or 0))
+
+
+def _records(documents: list[dict[str, Any]]) -> list[TurnRecord]:
+    return [TurnRecord.model_validate(doc) for doc in documents]

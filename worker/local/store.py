@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from schemas.records import TurnRecord
 from worker.local.database import Database
 from worker.ports import NotFound
 
@@ -134,7 +135,7 @@ class LocalLedger:
     def __init__(self, db_path: Path) -> None:
         self._db = Database(db_path, LEDGER_SCHEMA)
 
-    async def get(self, conversation_id: str, turn_id: str) -> dict[str, Any] | None:
+    async def get(self, conversation_id: str, turn_id: str) -> TurnRecord | None:
         """The turn record, or None."""
         row = await self._db.read(
             lambda c: c.execute(
@@ -142,19 +143,19 @@ class LocalLedger:
                 (conversation_id, turn_id),
             ).fetchone()
         )
-        return None if row is None else _load(row["doc"])
+        return None if row is None else _record(row["doc"])
 
-    async def put(self, record: Mapping[str, Any]) -> None:
+    async def put(self, record: TurnRecord) -> None:
         """Insert or replace the turn record."""
-        key = (_required(record, "conversation_id"), _required(record, "id"))
-        export = record.get("export")
-        export_id = export.get("export_id") if isinstance(export, Mapping) else None
+        export = record.export
         values = (
-            _int_or_none(record.get("seq")),
-            export_id if isinstance(export_id, str) else None,
+            record.conversation_id,
+            record.id,
+            record.seq,
+            None if export is None else export.export_id,
             int(export is not None),
-            record.get("decision"),
-            json.dumps(dict(record)),
+            record.decision,
+            json.dumps(record.model_dump(mode="json")),
         )
         await self._db.write(
             lambda c: c.execute(
@@ -163,11 +164,11 @@ class LocalLedger:
                 " SET seq = excluded.seq, export_id = excluded.export_id,"
                 " has_export = excluded.has_export, decision = excluded.decision,"
                 " doc = excluded.doc",
-                (*key, *values),
+                values,
             )
         )
 
-    async def list_turns(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def list_turns(self, conversation_id: str) -> list[TurnRecord]:
         """The conversation's turn records by seq (records without seq last, as inserted)."""
         rows = await self._db.read(
             lambda c: c.execute(
@@ -175,9 +176,9 @@ class LocalLedger:
                 (conversation_id,),
             ).fetchall()
         )
-        return [_load(row["doc"]) for row in rows]
+        return [_record(row["doc"]) for row in rows]
 
-    async def list_exports(self, conversation_id: str | None = None) -> list[dict[str, Any]]:
+    async def list_exports(self, conversation_id: str | None = None) -> list[TurnRecord]:
         """Records whose `export` is set, by conversation then seq; optionally of one."""
         query = "SELECT doc FROM turns WHERE has_export = 1"
         params: tuple[str, ...] = ()
@@ -188,16 +189,16 @@ class LocalLedger:
                 f"{query} ORDER BY conversation_id, {_TURN_ORDER}", params
             ).fetchall()
         )
-        return [_load(row["doc"]) for row in rows]
+        return [_record(row["doc"]) for row in rows]
 
-    async def find_export(self, export_id: str) -> dict[str, Any] | None:
+    async def find_export(self, export_id: str) -> TurnRecord | None:
         """The turn record holding this export id, or None."""
         row = await self._db.read(
             lambda c: c.execute(
                 "SELECT doc FROM turns WHERE export_id = ? ORDER BY rowid LIMIT 1", (export_id,)
             ).fetchone()
         )
-        return None if row is None else _load(row["doc"])
+        return None if row is None else _record(row["doc"])
 
     async def close(self) -> None:
         """Close the connection."""
@@ -234,3 +235,7 @@ def _int_or_none(value: Any) -> int | None:
 def _load(doc: str) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(doc)
     return loaded
+
+
+def _record(doc: str) -> TurnRecord:
+    return TurnRecord.model_validate_json(doc)
