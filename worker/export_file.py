@@ -6,9 +6,9 @@ import asyncio
 import hashlib
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from handlers.publishing import Written
 from handlers.serialisers import CONTENT_TYPES
 from handlers.serialisers.csv_file import csv_chunks
 from handlers.serialisers.json_file import json_chunks
@@ -21,14 +21,6 @@ from worker.ports import BlobInfo, Blobs
 
 class TooLarge(Exception):
     """The file would pass the size cap or the format's row limit: nothing is published."""
-
-
-@dataclass(frozen=True)
-class Written:
-    """What the upload committed."""
-
-    bytes: int
-    sha256: str
 
 
 async def write_export(

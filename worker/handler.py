@@ -1,21 +1,23 @@
-"""The turn handler shell: load, call the decision core, act on what it returns.
+"""The turn handler shell: load, call the decision core, perform the effects it names.
 
-Order of effects (SPEC section 9), each idempotent so a crash between any two converges on
-redelivery: ledger check → authorise → read → decide → fetch → blob at its deterministic
-path → turn record (event_sent false) → export.published (message id = export id) →
-event_sent true. The runtime completes the queue message only after `handle` returns.
+For one `turn.completed` message: parse it, check the ledger, then either decide (authorise,
+read the turn, move it through its phases in `handlers/turn.py`, reading each fetch round's
+artifacts) or, for a turn recorded before, decide nothing. What is decided is published by
+one loop that performs the effects `handlers/publishing.py` names, in the order of SPEC
+section 9. The runtime completes the queue message only after `handle` returns.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
 
+from handlers import publishing
 from handlers import turn as story
 from handlers.dataset import RowCollector
 from handlers.errors import PermanentError, RetryableError
@@ -27,12 +29,20 @@ from handlers.phases import (
     FetchDeferredGroups,
     FetchReachBack,
     Finished,
-    TurnFacts,
+)
+from handlers.publishing import (
+    Done,
+    MarkEventSent,
+    Publication,
+    PublishEvent,
+    PutRecord,
+    WriteBlob,
+    Written,
 )
 from handlers.selection import ResultRef
 from schemas.documents import Artifact, Conversation, Message, parse_message
-from schemas.events import ExportPublished, InvalidEvent, TurnCompleted, parse_turn_completed
-from schemas.records import ExportEntry, TurnRecord
+from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
+from schemas.records import TurnRecord
 from schemas.validation import first_error
 from worker.crashpoints import crashpoint
 from worker.export_file import TooLarge, content_type, write_export
@@ -71,29 +81,28 @@ class TurnHandler:
         log = get_logger(
             conversation_id=event.conversation_id, turn_id=event.turn_id, event_id=event.event_id
         )
-        ledger = self.backend.ledger
-        existing = await ledger.get(event.conversation_id, event.turn_id)
-        if existing is not None:
-            record = existing
-            if record.user_id != event.user_id:
+        recorded = await self.backend.ledger.get(event.conversation_id, event.turn_id)
+        with RowSpool() as spool:
+            ending: Ending | None = None
+            if recorded is None:
+                ending = await self._decide(event, spool, log)
+            elif recorded.user_id != event.user_id:
                 # Not a redelivery: another user names a recorded turn. A forged event must
                 # meet authorisation (and its security warning) like any first delivery.
                 await self._authorised(event, log)
-            if record.decision != "published" or record.event_sent:
-                log.info("turn_already_recorded", decision=record.decision)
-                return record
-            return await self._announce(record, log)
+            publication = Publication(event, ending, _rfc3339(self.clock()))
+            return await self._publish(recorded, publication, spool, log)
 
+    # ---- deciding --------------------------------------------------------------------
+    async def _decide(self, event: TurnCompleted, spool: RowSpool, log: Any) -> Ending:
+        """Authorise, read the turn, and move it through its phases to an ending."""
         conversation, access = await self._authorised(event, log)
         if access == "deleted":
-            deleted = story.conversation_deleted()
-            return await self._record(event, deleted.decision, deleted.facts, None, log)
-
-        messages = await self._read_turn(event)
+            return story.conversation_deleted()
         inp = story.TurnInput(
             event=event,
             conversation=conversation,
-            messages=messages,
+            messages=await self._read_turn(event),
             history_limit=event.effective_history_limit(
                 self.settings.history_limit_default, self.settings.history_limit_max
             ),
@@ -101,13 +110,17 @@ class TurnHandler:
             exports_container=self.settings.exports_container,
             now=self.clock(),
         )
-        with RowSpool() as spool:
-            ending = await self._decide(inp, spool)
-            if isinstance(ending, Finished):
-                return await self._record(event, ending.decision, ending.facts, None, log)
-            return await self._export(event, ending, spool, log)
+        phase = story.start(inp)
+        collector: RowCollector | None = None
+        while True:
+            match phase:
+                case Finished() | ExportPlan():
+                    return phase
+                case FetchCurrentTurn() | FetchDeferredGroups() | FetchReachBack():
+                    collector = story.collector_for(phase, collector)
+                    await self._fetch(phase.fetch, collector, spool)
+                    phase = story.after_fetch(inp, phase, collector)
 
-    # ----------------------------------------------------------------------------------
     async def _authorised(
         self, event: TurnCompleted, log: Any
     ) -> tuple[Conversation, story.Authorisation]:
@@ -154,19 +167,6 @@ class TurnHandler:
                 break
         return list(reversed(newest_first))
 
-    async def _decide(self, inp: story.TurnInput, spool: RowSpool) -> Ending:
-        """Move the turn through its phases, reading each fetch round's artifacts."""
-        phase = story.start(inp)
-        collector: RowCollector | None = None
-        while True:
-            match phase:
-                case Finished() | ExportPlan():
-                    return phase
-                case FetchCurrentTurn() | FetchDeferredGroups() | FetchReachBack():
-                    collector = story.collector_for(phase, collector)
-                    await self._fetch(phase.fetch, collector, spool)
-                    phase = story.after_fetch(inp, phase, collector)
-
     async def _fetch(
         self, refs: Sequence[ResultRef], collector: RowCollector, spool: RowSpool
     ) -> None:
@@ -178,8 +178,7 @@ class TurnHandler:
                 for row in collector.feed(ref, artifact.result):
                     spool.append(ref.action, row)
             except RecursionError:  # parsed, but too deep to walk: bad input, not a bug
-                too_deep = f"artifact {ref.artifact} is nested too deeply"
-                raise PermanentError("artifact_invalid", too_deep) from None
+                raise _too_deep(ref.artifact) from None
 
     async def _artifact(self, path: str) -> Artifact:
         chunks: list[bytes] = []
@@ -197,12 +196,52 @@ class TurnHandler:
         except (ValueError, pydantic.ValidationError):
             raise PermanentError("artifact_invalid", f"artifact {path} is not JSON") from None
         except RecursionError:
-            too_deep = f"artifact {path} is nested too deeply"
-            raise PermanentError("artifact_invalid", too_deep) from None
+            raise _too_deep(path) from None
 
-    async def _export(
-        self, event: TurnCompleted, plan: ExportPlan, spool: RowSpool, log: Any
+    # ---- publishing ------------------------------------------------------------------
+    async def _publish(
+        self, record: TurnRecord | None, publication: Publication, spool: RowSpool, log: Any
     ) -> TurnRecord:
+        """Perform the effects `handlers/publishing.py` names, one at a time, until done."""
+        performed = 0
+        while True:
+            match publishing.next_effect(record, publication):
+                case WriteBlob(plan=plan):
+                    try:
+                        written = await self._write(plan, publication.event, spool)
+                    except TooLarge as exc:
+                        log.warning(
+                            "export_too_large", reason=str(exc), row_count=plan.layout.row_count
+                        )
+                        publication = replace(publication, too_large=True)
+                        continue
+                    publication = replace(publication, written=written)
+                    crashpoint("after_blob")
+                case PutRecord(record=new):
+                    await self.backend.ledger.put(new)
+                    record = new
+                    crashpoint("after_record")
+                    if new.decision != "published":
+                        log.info("turn_recorded", decision=new.decision, format=new.format)
+                case PublishEvent(message_id=message_id, event=event):
+                    await self.backend.publisher.publish(
+                        message_id, event.model_dump_json().encode()
+                    )
+                    publication = replace(publication, announced=True)
+                    crashpoint("after_publish")
+                case MarkEventSent(record=sent):
+                    await self.backend.ledger.put(sent)
+                    record = sent
+                    crashpoint("after_event_sent")
+                    _log_published(log, sent)
+                case Done(record=done):
+                    if performed == 0:
+                        log.info("turn_already_recorded", decision=done.decision)
+                    return done
+            performed += 1
+
+    async def _write(self, plan: ExportPlan, event: TurnCompleted, spool: RowSpool) -> Written:
+        """Serialise the plan's rows into the export blob; TooLarge past a cap."""
         shape = plan.layout
         info = BlobInfo(
             content_type=content_type(plan.format),
@@ -215,105 +254,22 @@ class TurnHandler:
                 "row_count": str(shape.row_count),
             },
         )
-        try:
-            # A write or commit is never repeated in place (a chunk written twice would
-            # corrupt the file): an upload a transient error cut short starts again whole,
-            # its rows read again from the spool.
-            written = await RetryPolicy.from_settings(self.settings).call(
-                lambda: write_export(
-                    self.backend.blobs,
-                    plan.blob,
-                    info,
-                    plan.format,
-                    shape.header,
-                    _cells(plan, spool),
-                    shape.row_count,
-                    max_bytes=self.settings.max_export_bytes,
-                    csv_bom=self.settings.csv_bom,
-                )
+        # A write or commit is never repeated in place (a chunk written twice would corrupt
+        # the file): an upload a transient error cut short starts again whole, its rows read
+        # again from the spool.
+        return await RetryPolicy.from_settings(self.settings).call(
+            lambda: write_export(
+                self.backend.blobs,
+                plan.blob,
+                info,
+                plan.format,
+                shape.header,
+                _cells(plan, spool),
+                shape.row_count,
+                max_bytes=self.settings.max_export_bytes,
+                csv_bom=self.settings.csv_bom,
             )
-        except TooLarge as exc:
-            log.warning("export_too_large", reason=str(exc), row_count=shape.row_count)
-            return await self._record(event, "too_large", plan.facts, None, log)
-        crashpoint("after_blob")
-        entry = ExportEntry(
-            export_id=plan.export_id,
-            blob=plan.blob,
-            file_name=plan.file_name,
-            format=plan.format,
-            row_count=shape.row_count,
-            columns=list(shape.header),
-            row_source=plan.row_source,
-            source_artifacts=list(shape.source_artifacts),
-            bytes=written.bytes,
-            sha256=written.sha256,
-            truncated=shape.truncated,
         )
-        record = await self._record(event, "published", plan.facts, entry, log)
-        return await self._announce(record, log)
-
-    async def _record(
-        self,
-        event: TurnCompleted,
-        decision: Any,
-        facts: TurnFacts,
-        entry: ExportEntry | None,
-        log: Any,
-    ) -> TurnRecord:
-        record = TurnRecord(
-            id=event.turn_id,
-            conversation_id=event.conversation_id,
-            turn_id=event.turn_id,
-            user_id=event.user_id,
-            event_id=event.event_id,
-            seq=facts.seq,
-            decision=decision,
-            format=facts.format,
-            carried=facts.carried,
-            state_after=facts.state_after,
-            export=entry,
-            processed_at=_rfc3339(self.clock()),
-            event_sent=False,
-        )
-        await self.backend.ledger.put(record)
-        crashpoint("after_record")
-        if decision != "published":
-            log.info("turn_recorded", decision=decision, format=facts.format)
-        return record
-
-    async def _announce(self, record: TurnRecord, log: Any) -> TurnRecord:
-        """Send export.published (message id = export id), then mark the record sent."""
-        entry = record.export
-        assert entry is not None
-        event = ExportPublished(
-            event_id="evt_" + hashlib.sha256(entry.export_id.encode()).hexdigest()[:24],
-            occurred_at=record.processed_at,
-            conversation_id=record.conversation_id,
-            user_id=record.user_id,
-            turn_id=record.turn_id,
-            export_id=entry.export_id,
-            format=entry.format,
-            file_name=entry.file_name,
-            blob=entry.blob,
-            row_count=entry.row_count,
-            columns=entry.columns,
-            row_source=entry.row_source,
-            truncated=entry.truncated,
-        )
-        await self.backend.publisher.publish(entry.export_id, event.model_dump_json().encode())
-        crashpoint("after_publish")
-        sent = record.model_copy(update={"event_sent": True})
-        await self.backend.ledger.put(sent)
-        crashpoint("after_event_sent")
-        log.info(
-            "turn_published",
-            export_id=entry.export_id,
-            format=entry.format,
-            row_count=entry.row_count,
-            row_source=entry.row_source,
-            bytes=entry.bytes,
-        )
-        return sent
 
 
 # --------------------------------------------------------------------------------------
@@ -329,6 +285,19 @@ def _cells(plan: ExportPlan, spool: RowSpool) -> Iterator[Sequence[Any]]:
             yield action_cells(row, action, selection, plan.layout)
 
 
+def _log_published(log: Any, record: TurnRecord) -> None:
+    entry = record.export
+    assert entry is not None
+    log.info(
+        "turn_published",
+        export_id=entry.export_id,
+        format=entry.format,
+        row_count=entry.row_count,
+        row_source=entry.row_source,
+        bytes=entry.bytes,
+    )
+
+
 def _message(document: Any) -> Message:
     try:
         return parse_message(document)
@@ -338,6 +307,11 @@ def _message(document: Any) -> Message:
 
 def _invalid(what: str, exc: pydantic.ValidationError) -> str:
     return f"{what} invalid: {first_error(exc, 'document')}"
+
+
+def _too_deep(path: str) -> PermanentError:
+    """Parsed, but nested past what can be walked: bad input, not a bug."""
+    return PermanentError("artifact_invalid", f"artifact {path} is nested too deeply")
 
 
 def _rfc3339(at: datetime) -> str:

@@ -1,0 +1,177 @@
+"""Publishing a turn's ending, one effect at a time (SPEC section 9), as a pure function.
+
+Exactly-once effect over at-least-once delivery rests on one order, each step idempotent:
+
+    export blob at its deterministic path → turn record (event_sent false)
+    → export.published (message id = export id) → event_sent true → done
+
+`next_effect(record, publication)` names the next step from two things: what the ledger
+holds for the turn (`record`, None when nothing is recorded) and what this delivery has
+done that the ledger cannot show yet (`Publication`: the blob written, the event sent).
+The shell performs the effect, updates one of the two, and asks again, until `Done`. A
+delivery that finds the turn recorded decides nothing: a `published` record whose event
+went out, or any other decision, is `Done` at once; a `published` record whose event did
+not go out is announced again (a crash came between the record and `event_sent`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from handlers.phases import Ending, ExportPlan, Finished, IllegalTransition, TurnFacts
+from schemas.events import ExportPublished, TurnCompleted
+from schemas.records import Decision, ExportEntry, TurnRecord
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the export upload committed."""
+
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What this delivery makes of the turn, and how far it got beyond the ledger."""
+
+    event: TurnCompleted
+    ending: Ending | None  # None: the turn was recorded before; this delivery decided nothing
+    processed_at: str  # RFC 3339: the time the turn record states
+    written: Written | None = None  # the export blob is committed
+    too_large: bool = False  # the export passed the size cap or the format's row limit
+    announced: bool = False  # export.published went out in this delivery
+
+
+@dataclass(frozen=True)
+class WriteBlob:
+    """Serialise the plan's rows and commit the export blob at its path."""
+
+    plan: ExportPlan
+
+
+@dataclass(frozen=True)
+class PutRecord:
+    """Write the turn record (insert or replace: the same turn, the same id)."""
+
+    record: TurnRecord
+
+
+@dataclass(frozen=True)
+class PublishEvent:
+    """Send export.published with the export id as its message id (a repeat is one event)."""
+
+    message_id: str
+    event: ExportPublished
+
+
+@dataclass(frozen=True)
+class MarkEventSent:
+    """Replace the record with the same one saying its event went out."""
+
+    record: TurnRecord
+
+
+@dataclass(frozen=True)
+class Done:
+    """Nothing left to do: the queue message may be completed."""
+
+    record: TurnRecord
+
+
+Effect = WriteBlob | PutRecord | PublishEvent | MarkEventSent | Done
+
+
+def next_effect(record: TurnRecord | None, publication: Publication) -> Effect:
+    """The one effect to perform next, given the ledger's record and this delivery's progress."""
+    if record is None:
+        return _first_record(publication)
+    if record.decision == "published" and not record.event_sent:
+        if not publication.announced:
+            return PublishEvent(_export_of(record).export_id, export_published(record))
+        return MarkEventSent(record.model_copy(update={"event_sent": True}))
+    return Done(record)
+
+
+def export_published(record: TurnRecord) -> ExportPublished:
+    """The export.published event a published record announces (the same every time)."""
+    entry = _export_of(record)
+    return ExportPublished(
+        event_id="evt_" + hashlib.sha256(entry.export_id.encode()).hexdigest()[:24],
+        occurred_at=record.processed_at,
+        conversation_id=record.conversation_id,
+        user_id=record.user_id,
+        turn_id=record.turn_id,
+        export_id=entry.export_id,
+        format=entry.format,
+        file_name=entry.file_name,
+        blob=entry.blob,
+        row_count=entry.row_count,
+        columns=entry.columns,
+        row_source=entry.row_source,
+        truncated=entry.truncated,
+    )
+
+
+def _first_record(publication: Publication) -> Effect:
+    """Nothing recorded yet: record the ending, writing the blob first when there is one."""
+    match publication.ending:
+        case None:
+            raise IllegalTransition("nothing is recorded and nothing was decided")
+        case Finished(decision=decision, facts=facts):
+            return PutRecord(_record(publication, decision, facts, None))
+        case ExportPlan(facts=facts) if publication.too_large:
+            return PutRecord(_record(publication, "too_large", facts, None))
+        case ExportPlan() as plan if publication.written is None:
+            return WriteBlob(plan)
+        case ExportPlan(facts=facts) as plan:
+            assert publication.written is not None
+            entry = _entry(plan, publication.written)
+            return PutRecord(_record(publication, "published", facts, entry))
+
+
+def _entry(plan: ExportPlan, written: Written) -> ExportEntry:
+    shape = plan.layout
+    return ExportEntry(
+        export_id=plan.export_id,
+        blob=plan.blob,
+        file_name=plan.file_name,
+        format=plan.format,
+        row_count=shape.row_count,
+        columns=list(shape.header),
+        row_source=plan.row_source,
+        source_artifacts=list(shape.source_artifacts),
+        bytes=written.bytes,
+        sha256=written.sha256,
+        truncated=shape.truncated,
+    )
+
+
+def _record(
+    publication: Publication, decision: Decision, facts: TurnFacts, entry: ExportEntry | None
+) -> TurnRecord:
+    event = publication.event
+    return TurnRecord(
+        id=event.turn_id,
+        conversation_id=event.conversation_id,
+        turn_id=event.turn_id,
+        user_id=event.user_id,
+        event_id=event.event_id,
+        seq=facts.seq,
+        decision=decision,
+        format=facts.format,
+        carried=facts.carried,
+        state_after=facts.state_after,
+        export=entry,
+        processed_at=publication.processed_at,
+        event_sent=False,
+    )
+
+
+def _export_of(record: TurnRecord) -> ExportEntry:
+    if record.export is None:
+        raise IllegalTransition(
+            f"a {record.decision} record of turn {record.turn_id} has no export"
+        )
+    return record.export
