@@ -2,8 +2,9 @@
 
 N session workers share one queue. Each accepts the next available session (one holder at a
 time, FIFO inside it), serves it until it goes idle, then releases it. Each message's fate is
-mapped from the handler's outcome in one place (`settle`). SIGTERM/SIGINT stop taking
-sessions; work in flight gets the grace period, then is abandoned (redelivered later).
+decided from the handler's outcome by `worker/settlement.py` and performed here.
+SIGTERM/SIGINT stop taking sessions; work in flight gets the grace period, then is
+abandoned (redelivered later).
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from handlers.errors import ExportError, PermanentError, RetryableError
+from schemas.records import TurnRecord
 from worker.handler import TurnHandler
 from worker.logs import get_logger
-from worker.ports import LockLost, PortError, QueueMessage, Session, TransientError
+from worker.ports import LockLost, PortError, QueueMessage, Session
 from worker.retry_policy import RetryPolicy
+from worker.settlement import Abandon, Complete, DeadLetter, settle, where_raised
 
 ACCEPT_WAIT_SECONDS = 1.0
-MAX_DESCRIPTION = 480
 
 
 @dataclass
@@ -102,7 +103,7 @@ class Runtime:
                 # A store or queue failure while settling: the message's lock lapses and it
                 # is redelivered; this worker keeps serving other sessions.
                 self._log.warning(
-                    "session_failed", session_id=session.session_id, error=_short(exc)
+                    "session_failed", session_id=session.session_id, error=where_raised(exc)
                 )
                 await self._pause(0.2)
             finally:
@@ -140,7 +141,7 @@ class Runtime:
                 with contextlib.suppress(Exception):
                     await session.abandon(message)
                 return
-            await self.settle(session, message, work)
+            await self._settle(session, message, work)
         except LockLost:
             self.stats.lock_lost += 1
             self._log.warning("message_lock_lost", **_ids(message))
@@ -154,51 +155,36 @@ class Runtime:
         finally:
             stopping.cancel()
 
-    async def settle(
-        self, session: Session, message: QueueMessage, work: asyncio.Task[Any]
+    async def _settle(
+        self, session: Session, message: QueueMessage, work: asyncio.Task[TurnRecord]
     ) -> None:
-        """Map the handler's outcome to complete / abandon with backoff / dead-letter."""
-        exc = work.exception()
-        if exc is None:
-            record = work.result()
-            await session.complete(message)
-            self.stats.completed += 1
-            self.stats.by_decision[record.decision] = (
-                self.stats.by_decision.get(record.decision, 0) + 1
-            )
-            return
-        if isinstance(exc, LockLost):
-            raise exc
-        if isinstance(exc, PermanentError):
-            await self._dead_letter(session, message, exc.reason, exc.description)
-            return
-        if isinstance(exc, RetryableError | TransientError):
-            reason = exc.reason if isinstance(exc, ExportError) else "transient_failure"
-            description = exc.description if isinstance(exc, ExportError) else _short(exc)
-            if self.retry.exhausted(message.delivery_count):
-                await self._dead_letter(session, message, reason, description)
-                return
-            delay = self.retry.delay(message.delivery_count)
-            self._log.info(
-                "turn_retry_scheduled",
-                reason=reason,
-                attempt=message.delivery_count,
-                delay_seconds=delay,
-                **_ids(message),
-            )
-            await session.abandon(message, delay)
-            self.stats.retried += 1
-            return
-        # Anything else is a bug: keep its type and a short message, never row data.
-        self._log.error("handler_failed", error=type(exc).__name__, **_ids(message), exc_info=exc)
-        await self._dead_letter(session, message, "handler_error", _short(exc))
-
-    async def _dead_letter(
-        self, session: Session, message: QueueMessage, reason: str, description: str
-    ) -> None:
-        await session.dead_letter(message, reason, description[:MAX_DESCRIPTION])
-        self.stats.dead_lettered += 1
-        self._log.warning("message_dead_lettered", reason=reason, **_ids(message))
+        """Perform the fate `settlement.settle` gives the handler's outcome."""
+        failure = work.exception()
+        if isinstance(failure, LockLost):
+            raise failure
+        match settle(failure, message.delivery_count, self.retry):
+            case Complete():
+                decision = work.result().decision
+                await session.complete(message)
+                self.stats.completed += 1
+                self.stats.by_decision[decision] = self.stats.by_decision.get(decision, 0) + 1
+            case Abandon(delay=delay, reason=reason):
+                self._log.info(
+                    "turn_retry_scheduled",
+                    reason=reason,
+                    attempt=message.delivery_count,
+                    delay_seconds=delay,
+                    **_ids(message),
+                )
+                await session.abandon(message, delay)
+                self.stats.retried += 1
+            case DeadLetter(reason=reason, description=description):
+                if reason == "handler_error":
+                    # A bug: its type and where it was raised, never its message (row data).
+                    self._log.error("handler_failed", error=description, **_ids(message))
+                await session.dead_letter(message, reason, description)
+                self.stats.dead_lettered += 1
+                self._log.warning("message_dead_lettered", reason=reason, **_ids(message))
 
     async def _renew(self, session: Session) -> None:
         """Renew the session lock well before it lapses, for as long as the handler runs."""
@@ -213,15 +199,6 @@ class Runtime:
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
-
-
-def _short(exc: BaseException) -> str:
-    """The exception type and where it was raised: an exception's text may hold row values."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    where = f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else ""
-    return f"{type(exc).__name__}{where}"
 
 
 def _ids(message: QueueMessage) -> dict[str, Any]:

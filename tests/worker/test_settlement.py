@@ -1,0 +1,81 @@
+"""Each way a handler ends maps to one fate (SPEC section 9), decided without asyncio."""
+
+from __future__ import annotations
+
+import pytest
+
+from handlers.errors import PermanentError, RetryableError
+from worker.ports import TransientError
+from worker.retry_policy import RetryPolicy
+from worker.settlement import (
+    MAX_DESCRIPTION,
+    Abandon,
+    Complete,
+    DeadLetter,
+    settle,
+    where_raised,
+)
+
+POLICY = RetryPolicy(max_attempts=3, base_seconds=0.5, max_seconds=10)
+
+
+def raised(exc: BaseException) -> BaseException:
+    """`exc` with a traceback, as the handler's task hands it over."""
+    try:
+        raise exc
+    except BaseException as caught:
+        return caught
+
+
+def test_success_completes() -> None:
+    assert settle(None, 1, POLICY) == Complete()
+
+
+def test_a_permanent_error_is_dead_lettered_at_once_with_its_reason() -> None:
+    failure = PermanentError("not_authorized", "the user is neither owner nor participant")
+    assert settle(failure, 1, POLICY) == DeadLetter(
+        "not_authorized", "the user is neither owner nor participant"
+    )
+
+
+@pytest.mark.parametrize(
+    "failure", [RetryableError("artifact_missing", "artifact a/b not found"), TransientError("429")]
+)
+def test_retryable_and_transient_failures_back_off_until_max_attempts(
+    failure: BaseException,
+) -> None:
+    assert [settle(failure, n, POLICY) for n in (1, 2)] == [
+        Abandon(0.5, getattr(failure, "reason", "transient_failure")),
+        Abandon(1.0, getattr(failure, "reason", "transient_failure")),
+    ]
+    assert isinstance(settle(failure, 3, POLICY), DeadLetter)
+
+
+def test_exhausted_retryable_error_keeps_its_reason_and_description() -> None:
+    failure = RetryableError("turn_not_found", "the turn's reply is not visible")
+    assert settle(failure, 3, POLICY) == DeadLetter(
+        "turn_not_found", "the turn's reply is not visible"
+    )
+
+
+def test_an_exhausted_transient_port_error_is_transient_failure_described_by_type() -> None:
+    fate = settle(raised(TransientError("(503) https://secret.example/sig=abc")), 3, POLICY)
+    assert isinstance(fate, DeadLetter) and fate.reason == "transient_failure"
+    assert fate.description.startswith("TransientError at test_settlement.py:")
+    assert "secret" not in fate.description
+
+
+def test_a_bug_is_handler_error_with_its_type_and_place_and_never_its_message() -> None:
+    fate = settle(raised(KeyError("SECRET_ROW_VALUE 12.45")), 1, POLICY)
+    assert isinstance(fate, DeadLetter) and fate.reason == "handler_error"
+    assert fate.description.startswith("KeyError at test_settlement.py:")
+    assert "SECRET_ROW_VALUE" not in fate.description and "12.45" not in fate.description
+
+
+def test_descriptions_are_kept_short() -> None:
+    fate = settle(PermanentError("schema_invalid", "x" * 5000), 1, POLICY)
+    assert isinstance(fate, DeadLetter) and len(fate.description) == MAX_DESCRIPTION
+
+
+def test_where_raised_without_a_traceback_is_the_type_alone() -> None:
+    assert where_raised(ValueError("row 12.45")) == "ValueError"

@@ -1,0 +1,83 @@
+"""What becomes of a queue message once its handler is done: one pure function (SPEC section 9).
+
+`settle(failure, delivery_count, policy)` maps how the handler ended to one fate, and
+nothing else decides it:
+
+- no failure: `Complete`;
+- `PermanentError`: `DeadLetter` at once, with the error's reason;
+- `RetryableError` or a port's `TransientError`: `Abandon` with the delivery backoff, or
+  `DeadLetter` with the reason (`transient_failure` for a port error) once
+  `policy.max_attempts` deliveries are spent;
+- anything else is a bug: `DeadLetter` `handler_error`, described by the exception's type
+  and where it was raised. Never by its message: an exception's text may hold row values.
+
+A lost lock is not given here: the message is no longer this holder's to settle (the
+runtime counts it and lets the lock lapse). The runtime performs the settlement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from handlers.errors import ExportError, PermanentError, RetryableError
+from worker.ports import TransientError
+from worker.retry_policy import RetryPolicy
+
+# A description is one line an operator reads in `dlq list`: kept short.
+MAX_DESCRIPTION = 480
+
+
+@dataclass(frozen=True)
+class Complete:
+    """Remove the message: its work is done."""
+
+
+@dataclass(frozen=True)
+class Abandon:
+    """Release the message for redelivery after `delay` seconds."""
+
+    delay: float
+    reason: str  # why it failed this time (for the log)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """Move the message to the dead-letter queue."""
+
+    reason: str
+    description: str
+
+
+Settlement = Complete | Abandon | DeadLetter
+
+
+def settle(failure: BaseException | None, delivery_count: int, policy: RetryPolicy) -> Settlement:
+    """The fate of a message whose handler ended with `failure` (None: it succeeded)."""
+    match failure:
+        case None:
+            return Complete()
+        case PermanentError(reason=reason, description=description):
+            return _dead_letter(reason, description)
+        case RetryableError() | TransientError():
+            if isinstance(failure, ExportError):
+                reason, description = failure.reason, failure.description
+            else:
+                reason, description = "transient_failure", where_raised(failure)
+            if policy.exhausted(delivery_count):
+                return _dead_letter(reason, description)
+            return Abandon(policy.delay(delivery_count), reason)
+        case _:
+            return _dead_letter("handler_error", where_raised(failure))
+
+
+def where_raised(exc: BaseException) -> str:
+    """The exception's type and the file and line that raised it; never its message."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else ""
+    return f"{type(exc).__name__}{where}"
+
+
+def _dead_letter(reason: str, description: str) -> DeadLetter:
+    return DeadLetter(reason, description[:MAX_DESCRIPTION])
