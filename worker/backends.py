@@ -18,7 +18,7 @@ async def open_backend(settings: Settings) -> Backend:
     """The adapters the settings name, opened."""
     backend = await _adapters(settings)
     if settings.fault_rate > 0:
-        from worker.faults import with_faults
+        from worker.faults import FaultPlan, with_faults
 
         get_logger().warning(
             "fault_injection_enabled",
@@ -26,7 +26,7 @@ async def open_backend(settings: Settings) -> Backend:
             fault_seed=settings.fault_seed,
             detail="every port call may fail with a transient error: for tests only",
         )
-        backend = with_faults(backend, settings.fault_rate, settings.fault_seed)
+        backend = with_faults(backend, FaultPlan(settings.fault_rate, settings.fault_seed))
     return with_call_retries(backend, RetryPolicy.from_settings(settings))
 
 

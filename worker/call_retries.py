@@ -1,17 +1,17 @@
-"""Every port call tried again in place on a transient error, by the one retry policy.
+"""Port calls tried again in place on a transient error, as each port method declares.
 
-`with_call_retries(backend, policy)` wraps each port of a Backend (and the sessions the queue
-hands out) so that a call failing with `TransientError` is repeated up to
-`policy.call_attempts` tries before the error reaches the handler or the runtime. Every call
-repeated is idempotent by contract: reads, upserts (`ledger.put`), a publish with its
-message id, settling a message (a repeat after the first took effect finds the lock gone:
-`LockLost`, which the runtime already expects).
+`with_call_retries(backend, policy)` wraps every port of a Backend so that a call failing
+with `TransientError` is repeated, up to `policy.call_attempts` tries, before the error
+reaches the handler or the runtime: what the Azure SDKs do inside every call, given to
+every adapter alike. Which calls may be repeated is not decided here: each port method
+declares its effect (`worker/ports/calls.py`), and only `READ`, `ACQUIRE` and `IDEMPOTENT`
+calls are repeated. A settle repeated after the first took effect finds the lock gone
+(`LockLost`, which the runtime expects); a `ONCE` call (an upload's `write` and `commit`,
+the operator's `replay` and `purge`) and a `RELEASE` are never repeated in place. What a
+call opens (a session, an upload) is wrapped by its own declarations.
 
-Not repeated in place: an upload's `write` and `commit` (a chunk written twice would corrupt
-the file; the handler starts the whole upload again instead), and the operator's `replay`
-and `purge` (a lost reply is reported, not repeated). A stream (history pages, blob
-chunks) that fails part-way is opened again and the items already read are skipped: both
-streams read stored, unchanging data in a fixed order.
+A stream (history pages, blob chunks) that fails part-way is opened again and the items
+already read are skipped: both streams read stored, unchanging data in a fixed order.
 """
 
 from __future__ import annotations
@@ -19,38 +19,65 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, TypeVar, cast
 
-from worker.ports import Backend, TransientError
+from worker.ports import (
+    Backend,
+    Blobs,
+    ConversationStore,
+    Ledger,
+    PortCall,
+    Publisher,
+    Queue,
+    TransientError,
+    declared_calls,
+)
 from worker.retry_policy import RetryPolicy
 
-NOT_REPEATED = frozenset({"close", "replay", "purge", "abort"})
+P = TypeVar("P")
 
 
 def with_call_retries(backend: Backend, policy: RetryPolicy) -> Backend:
-    """The backend with every port call tried again in place (unchanged when 1 try is allowed)."""
-    if policy.call_attempts <= 1:
-        return backend
+    """The backend with every repeatable port call tried again in place."""
     return Backend(
-        queue=_Retrying(backend.queue, policy),
-        store=_Retrying(backend.store, policy),
-        ledger=_Retrying(backend.ledger, policy),
-        blobs=_Retrying(backend.blobs, policy),
-        publisher=_Retrying(backend.publisher, policy),
+        queue=retried(backend.queue, policy, Queue),
+        store=retried(backend.store, policy, ConversationStore),
+        ledger=retried(backend.ledger, policy, Ledger),
+        blobs=retried(backend.blobs, policy, Blobs),
+        publisher=retried(backend.publisher, policy, Publisher),
     )
 
 
-class _Retrying:
-    """A port whose calls are tried again in place; attributes pass through."""
+def retried(port: P, policy: RetryPolicy, *roles: type) -> P:
+    """`port`, its calls of the port Protocols `roles` tried again in place as declared.
 
-    def __init__(self, inner: Any, policy: RetryPolicy) -> None:
+    Unchanged when the policy allows one try. UndeclaredPortCall when a role's method
+    declares no effect.
+    """
+    calls = declared_calls(*roles)
+    if policy.call_attempts <= 1:
+        return port
+    # A stand-in that answers the port's calls: typed as the port it wraps.
+    return cast(P, _Retrying(port, policy, calls))
+
+
+class _Retrying:
+    """A port whose repeatable calls are tried again in place; other attributes pass through."""
+
+    def __init__(self, inner: Any, policy: RetryPolicy, calls: Mapping[str, PortCall]) -> None:
         self._inner = inner
         self._policy = policy
+        self._calls = calls
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
-        if name in NOT_REPEATED or name.startswith("_") or not callable(value):
+        declared = self._calls.get(name)
+        if declared is None or not callable(value):
+            if callable(value) and not name.startswith("_"):
+                raise AttributeError(f"{name} is not a call of the roles this port was opened for")
+            return value
+        if not declared.effect.repeatable:
             return value
         policy = self._policy
 
@@ -60,17 +87,17 @@ class _Retrying:
             if hasattr(first, "__aiter__"):
                 return _RetryingStream(first, again, policy)
             if inspect.isawaitable(first):
-                return _repeat(first, again, policy, wrap=name == "accept_session")
+                return _repeat(first, again, policy, declared)
             return first
 
         return call
 
 
-async def _repeat(first: Any, again: Callable[[], Any], policy: RetryPolicy, *, wrap: bool) -> Any:
+async def _repeat(first: Any, again: Callable[[], Any], policy: RetryPolicy, call: PortCall) -> Any:
     pending = [first]
     result = await policy.call(lambda: pending.pop() if pending else again())
-    if wrap and result is not None:
-        return _Retrying(result, policy)  # a session: receive and settle are port calls too
+    if call.opens is not None and result is not None:
+        return retried(result, policy, call.opens)  # a session or an upload: its calls too
     return result
 
 

@@ -21,6 +21,7 @@ from worker.handler import TurnHandler
 from worker.ports import Backend, DeadLetteredMessage, NotFound
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
+from worker.sending import enqueue
 from worker.settings import Settings
 
 T = TypeVar("T")
@@ -79,6 +80,7 @@ def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
     async def work(backend: Backend, settings: Settings) -> None:
         runtime = Runtime(
             TurnHandler(backend, settings),
+            backend.queue,
             concurrency=concurrency or settings.concurrency,
             retry=RetryPolicy.from_settings(settings),
             lock_duration=settings.lock_duration_seconds,
@@ -98,7 +100,7 @@ def send(source: Any) -> None:
 
     async def work(backend: Backend, _: Settings) -> int:
         for body in bodies:
-            await fixtures.enqueue(backend, body)
+            await enqueue(backend.queue, body)
         return len(bodies)
 
     count = _with_backend(work)

@@ -1,16 +1,17 @@
 """Fault injection: any port failing the way Azure services fail when they are busy or far away.
 
-`with_faults(backend, rate, seed)` wraps every port of a Backend: the queue and the sessions it
+`with_faults(backend, plan)` wraps every port of a Backend: the queue and the sessions it
 hands out, the conversation store, the ledger, the blobs and the uploads they start, the
-publisher. Each call then fails, with probability `rate` (seeded), as `TransientError`
+publisher. Each call then fails, with probability `plan.rate` (seeded), as `TransientError`
 carrying the text of an error the Azure SDKs raise and retry: a timeout, a 429, a 503, a
 connection reset. A stream fails per request it makes: a blob download when it opens (the
 SDK retries its range requests inside), a history at each page of `HISTORY_PAGE` messages.
 
-A read fails before it reaches the service. A write fails either before it reaches the
-service, or after the service applied it (the reply was lost), half of each: the retry that
-follows repeats an effect that already happened, which is what idempotent publishing must
-absorb (SPEC section 9).
+How a call fails follows its declared effect (`worker/ports/calls.py`): a call that changes
+nothing, or only acquires a lock, fails before it reaches the service; a call that writes
+fails either before, or after the service applied it (the reply was lost), half of each, so
+the retry that follows repeats an effect that already happened, which is what idempotent
+publishing must absorb (SPEC section 9); a release never fails.
 
 Reliability tests only: `open_backend` wraps the backend when `fault_rate` > 0 and says so
 in a warning at start.
@@ -20,9 +21,25 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
 
-from worker.ports import Backend, TransientError
+from worker.ports import (
+    Backend,
+    Blobs,
+    BlobUpload,
+    ConversationStore,
+    Effect,
+    Ledger,
+    PortCall,
+    Publisher,
+    Queue,
+    Session,
+    TransientError,
+    declared_calls,
+)
+
+P = TypeVar("P")
 
 ERRORS = (
     "ServiceRequestTimeoutError: the operation timed out",
@@ -31,28 +48,10 @@ ERRORS = (
     "ServiceRequestError: [Errno 104] Connection reset by peer",
     "ServiceBusConnectionError: the AMQP link was detached",
 )
-# Calls that change something: a fault may come after the change took effect.
-WRITES = frozenset(
-    {
-        "send",
-        "complete",
-        "abandon",
-        "dead_letter",
-        "renew_lock",
-        "replay",
-        "purge",
-        "put",
-        "put_conversation",
-        "put_message",
-        "publish",
-        "write",
-        "commit",
-    }
-)
-# Never failed: releasing resources, and dropping a staged upload (no service call).
-SPARED = frozenset({"close", "abort"})
 # Items a history gets per request: a page of messages (Cosmos and SQLite alike).
 HISTORY_PAGE = 50
+# The names a session's and an upload's calls are counted under (`session.complete`, ...).
+_OPENED_NAMES: dict[type, str] = {Session: "session", BlobUpload: "upload"}
 
 
 class FaultPlan:
@@ -66,12 +65,12 @@ class FaultPlan:
         self.calls: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
 
-    def before(self, operation: str) -> bool:
+    def before(self, operation: str, effect: Effect) -> bool:
         """Count a call; raise now if it fails before reaching the service. True: fail after."""
         self.calls[operation] += 1
         if self._draws.random() >= self.rate:
             return False
-        if operation.rsplit(".", 1)[-1] in WRITES and self._draws.random() < 0.5:
+        if effect.writes and self._draws.random() < 0.5:
             return True
         self._fail(operation, "before")
         return False
@@ -85,31 +84,42 @@ class FaultPlan:
         raise TransientError(self._draws.choice(ERRORS))
 
 
-def with_faults(backend: Backend, rate: float, seed: int | None = None) -> Backend:
-    """The backend with every port call failing at `rate` (see the module docstring)."""
-    plan = FaultPlan(rate, seed)
-    faulty = Backend(
-        queue=_Faulty(backend.queue, plan, "queue"),
-        store=_Faulty(backend.store, plan, "store"),
-        ledger=_Faulty(backend.ledger, plan, "ledger"),
-        blobs=_Faulty(backend.blobs, plan, "blobs"),
-        publisher=_Faulty(backend.publisher, plan, "publisher"),
+def with_faults(backend: Backend, plan: FaultPlan) -> Backend:
+    """The backend with every port call failing as `plan` draws (see the module docstring)."""
+    return Backend(
+        queue=faulty_port(backend.queue, plan, "queue", Queue),
+        store=faulty_port(backend.store, plan, "store", ConversationStore),
+        ledger=faulty_port(backend.ledger, plan, "ledger", Ledger),
+        blobs=faulty_port(backend.blobs, plan, "blobs", Blobs),
+        publisher=faulty_port(backend.publisher, plan, "publisher", Publisher),
     )
-    faulty.fault_plan = plan  # type: ignore[attr-defined]
-    return faulty
+
+
+def faulty_port(port: P, plan: FaultPlan, name: str, role: type) -> P:
+    """`port` with its calls of `role` failing as declared; UndeclaredPortCall if one is not."""
+    # A stand-in that answers the port's calls: typed as the port it wraps.
+    return cast(P, _Faulty(port, plan, name, declared_calls(role)))
 
 
 class _Faulty:
     """A port (or a session, or an upload) whose calls may fail; attributes pass through."""
 
-    def __init__(self, inner: Any, plan: FaultPlan, name: str) -> None:
+    def __init__(
+        self, inner: Any, plan: FaultPlan, name: str, calls: Mapping[str, PortCall]
+    ) -> None:
         self._inner = inner
         self._plan = plan
         self._name = name
+        self._calls = calls
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._inner, attr)
-        if attr in SPARED or attr.startswith("_") or not callable(value):
+        declared = self._calls.get(attr)
+        if declared is None or not callable(value):
+            if callable(value) and not attr.startswith("_"):
+                raise AttributeError(f"{attr} is not a call of the role this port was opened for")
+            return value
+        if declared.effect is Effect.RELEASE:  # releasing resources: never failed
             return value
         operation = f"{self._name}.{attr}"
         plan = self._plan
@@ -118,17 +128,17 @@ class _Faulty:
             result = value(*args, **kwargs)
             if hasattr(result, "__aiter__"):
                 per_request = HISTORY_PAGE if attr == "history" else None
-                return _FaultyStream(result, plan, operation, per_request)
+                return _FaultyStream(result, plan, operation, declared.effect, per_request)
             if hasattr(result, "__await__"):
-                return _faulty_call(result, plan, operation, attr)
+                return _faulty_call(result, plan, operation, declared)
             return result
 
         return call
 
 
-async def _faulty_call(pending: Any, plan: FaultPlan, operation: str, attr: str) -> Any:
+async def _faulty_call(pending: Any, plan: FaultPlan, operation: str, declared: PortCall) -> Any:
     try:
-        fail_after = plan.before(operation)
+        fail_after = plan.before(operation, declared.effect)
     except TransientError:
         close = getattr(pending, "close", None)
         if close is not None:
@@ -137,10 +147,9 @@ async def _faulty_call(pending: Any, plan: FaultPlan, operation: str, attr: str)
     result = await pending
     if fail_after:
         plan.after(operation)
-    if attr == "accept_session" and result is not None:
-        return _Faulty(result, plan, "session")
-    if attr == "upload":
-        return _Faulty(result, plan, "upload")
+    if declared.opens is not None and result is not None:
+        # What the call opened fails alike, under its own name (a session, an upload).
+        return faulty_port(result, plan, _OPENED_NAMES[declared.opens], declared.opens)
     return result
 
 
@@ -148,11 +157,12 @@ class _FaultyStream:
     """An async iterator that may fail when opened, and before every `per_request` items."""
 
     def __init__(
-        self, inner: Any, plan: FaultPlan, operation: str, per_request: int | None
+        self, inner: Any, plan: FaultPlan, operation: str, effect: Effect, per_request: int | None
     ) -> None:
         self._inner = inner.__aiter__()
         self._plan = plan
         self._operation = operation
+        self._effect = effect
         self._per_request = per_request
         self._items = 0
 
@@ -161,7 +171,7 @@ class _FaultyStream:
 
     async def __anext__(self) -> Any:
         if self._items == 0 or (self._per_request and self._items % self._per_request == 0):
-            self._plan.before(self._operation)
+            self._plan.before(self._operation, self._effect)
         self._items += 1
         return await self._inner.__anext__()
 

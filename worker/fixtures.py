@@ -8,11 +8,11 @@ ones included; a string event stands for a raw body (one that need not be JSON a
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from worker.ports import Backend
+from worker.sending import enqueue
 
 
 @dataclass(frozen=True)
@@ -30,27 +30,6 @@ def event_body(event: Any) -> bytes:
     return event.encode("utf-8") if isinstance(event, str) else json.dumps(event).encode("utf-8")
 
 
-def routing(body: bytes) -> tuple[str, str]:
-    """(session id, message id) for a body: its conversation id and event id when it has them."""
-    session_id, message_id = "", uuid.uuid4().hex
-    try:
-        value = json.loads(body)
-    except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
-        return session_id, message_id
-    if isinstance(value, dict):
-        if isinstance(value.get("conversation_id"), str):
-            session_id = value["conversation_id"]
-        if isinstance(value.get("event_id"), str) and value["event_id"]:
-            message_id = value["event_id"]
-    return session_id, message_id
-
-
-async def enqueue(backend: Backend, body: bytes) -> None:
-    """Send one turn.completed body on its conversation's session."""
-    session_id, message_id = routing(body)
-    await backend.queue.send(body, session_id, message_id=message_id)
-
-
 async def seed(backend: Backend, fixture: dict[str, Any]) -> Seeded:
     """Write a fixture's documents and artifacts, then enqueue its events in order."""
     conversations = fixture.get("conversations") or []
@@ -64,5 +43,5 @@ async def seed(backend: Backend, fixture: dict[str, Any]) -> Seeded:
     for path, value in artifacts.items():
         await backend.blobs.put(path, json.dumps(value, ensure_ascii=False).encode("utf-8"))
     for event in events:
-        await enqueue(backend, event_body(event))
+        await enqueue(backend.queue, event_body(event))
     return Seeded(len(conversations), len(messages), len(artifacts), len(events))

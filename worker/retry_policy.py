@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from worker.ports import TransientError
+from worker.ports import FIRST_DELIVERY, TransientError
 
 if TYPE_CHECKING:
     from worker.settings import Settings
@@ -35,11 +35,11 @@ class RetryPolicy:
 
     def exhausted(self, delivery_count: int) -> bool:
         """Whether the delivery that just failed was the last one allowed."""
-        return delivery_count >= self.max_attempts
+        return _attempts(delivery_count) >= self.max_attempts
 
     def delay(self, delivery_count: int) -> float:
         """Seconds before the next delivery after failed delivery number `delivery_count`."""
-        exponent = max(0, delivery_count - 1)
+        exponent = max(0, _attempts(delivery_count) - 1)
         return min(self.max_seconds, self.base_seconds * 2.0**exponent)
 
     def call_delay(self, failures: int) -> float:
@@ -77,3 +77,8 @@ class RetryPolicy:
             max_seconds=0.0,
             call_attempts=call_attempts,
         )
+
+
+def _attempts(delivery_count: int) -> int:
+    """Deliveries made so far, the one that just failed included."""
+    return delivery_count - FIRST_DELIVERY + 1

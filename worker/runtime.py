@@ -13,12 +13,11 @@ import asyncio
 import contextlib
 import signal
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from schemas.records import TurnRecord
-from worker.handler import TurnHandler
 from worker.logs import get_logger
-from worker.ports import LockLost, PortError, QueueMessage, Session
+from worker.ports import Consumer, LockLost, PortError, QueueMessage, Session
 from worker.retry_policy import RetryPolicy
 from worker.settlement import Abandon, Complete, DeadLetter, settle, where_raised
 
@@ -36,12 +35,22 @@ class RunStats:
     by_decision: dict[str, int] = field(default_factory=dict)
 
 
+class MessageHandler(Protocol):
+    """What the runtime needs of a handler: a message in, its turn record out, or an error
+    whose kind decides the message's fate (`worker/settlement.py`)."""
+
+    async def handle(self, message: QueueMessage) -> TurnRecord:
+        """Process one message to the end."""
+        ...
+
+
 class Runtime:
-    """Serves sessions from the queue with a handler until stopped (or drained)."""
+    """Serves sessions from `queue` with `handler` until stopped (or drained)."""
 
     def __init__(
         self,
-        handler: TurnHandler,
+        handler: MessageHandler,
+        queue: Consumer,
         *,
         concurrency: int,
         retry: RetryPolicy,
@@ -50,7 +59,7 @@ class Runtime:
         shutdown_grace: float,
     ) -> None:
         self.handler = handler
-        self.queue = handler.backend.queue
+        self.queue = queue
         self.concurrency = concurrency
         self.retry = retry
         self.lock_duration = lock_duration

@@ -12,7 +12,7 @@ Each fixture (`queue_factory`, `store_factory`, `ledger_factory`, `blobs_factory
                factory.lock_duration: float  # the queue's lock duration (with a clock)
     publisher: factory.lists_sent: bool    # whether `sent()` can list what was published
 
-Tests drive adapters only through the port Protocols (worker/ports.py) plus those
+Tests drive adapters only through the port Protocols (worker/ports/) plus those
 capabilities, so the same suite pins Cosmos, Blob Storage and Service Bus.
 
 The local factories come from `local_factories.py`. The Azure ones come from

@@ -52,6 +52,7 @@ async def process(backend: Backend, settings: Settings, fixture: dict[str, Any])
     await fixtures.seed(backend, fixture)
     runtime = Runtime(
         TurnHandler(backend, settings),
+        backend.queue,
         concurrency=2,
         retry=RetryPolicy.no_waiting(settings.max_attempts),
         lock_duration=60,

@@ -56,10 +56,12 @@ def test_twenty_percent_faults_on_every_call_lose_nothing_and_double_nothing(
         clean = open_local_backend(home, lock_duration=60)
         await fixtures.seed(clean, generated.fixture)
         await clean.close()
-        faulty = with_faults(open_local_backend(home, lock_duration=60), RATE, seed)
+        plan = FaultPlan(RATE, seed)
+        faulty = with_faults(open_local_backend(home, lock_duration=60), plan)
         backend = with_call_retries(faulty, policy)
         runtime = Runtime(
             TurnHandler(backend, settings),
+            backend.queue,
             concurrency=4,
             retry=policy,
             lock_duration=60,
@@ -70,7 +72,6 @@ def test_twenty_percent_faults_on_every_call_lose_nothing_and_double_nothing(
             await asyncio.wait_for(runtime.run(drain=True), timeout=120)
         finally:
             await backend.close()
-        plan: FaultPlan = faulty.fault_plan  # type: ignore[attr-defined]
         return plan
 
     plan = asyncio.run(main())
@@ -129,7 +130,8 @@ def test_a_call_is_tried_again_in_place_and_a_stream_resumes_where_it_failed(
     async def main() -> None:
         clean = open_local_backend(tmp_path / "home", lock_duration=60)
         await fixtures.seed(clean, {"messages": messages})
-        faulty = with_faults(open_local_backend(tmp_path / "home", lock_duration=60), 0.3, 5)
+        plan = FaultPlan(0.3, 5)
+        faulty = with_faults(open_local_backend(tmp_path / "home", lock_duration=60), plan)
         backend = with_call_retries(faulty, RetryPolicy.no_waiting(call_attempts=30))
         newest_first = [m["id"] for m in reversed(messages)]
         try:
@@ -140,7 +142,6 @@ def test_a_call_is_tried_again_in_place_and_a_stream_resumes_where_it_failed(
                 await backend.ledger.put(a_turn_record(cid, "t", seq=1))
             assert len(await clean.publisher.sent()) == 1
             assert len(await clean.ledger.list_turns(cid)) == 1
-            plan: FaultPlan = faulty.fault_plan  # type: ignore[attr-defined]
             assert plan.injected["publisher.publish:after"] > 0
             assert plan.injected["store.history:before"] > 10
         finally:

@@ -75,6 +75,7 @@ def test_a_turn_slower_than_the_lock_completes_once_while_another_worker_waits(
         handler.calls = calls
         return Runtime(
             handler,
+            backend.queue,
             concurrency=1,
             retry=RetryPolicy.no_waiting(),
             lock_duration=LOCK_SECONDS,

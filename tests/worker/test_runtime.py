@@ -48,7 +48,8 @@ def drain(
             await backend.queue.send(body, f"s{n}", message_id=f"m{n}")
         handler = ScriptedHandler(backend, script)
         runtime = Runtime(
-            handler,  # type: ignore[arg-type]
+            handler,
+            backend.queue,
             concurrency=2,
             retry=RetryPolicy.no_waiting(max_attempts),
             lock_duration=60,
@@ -131,7 +132,8 @@ def test_stop_abandons_in_flight_work_after_the_grace_period(tmp_path: Path) -> 
         await backend.queue.send(b"slow", "s", message_id="m")
         handler = ScriptedHandler(backend, {b"slow": ["slow"]})
         runtime = Runtime(
-            handler,  # type: ignore[arg-type]
+            handler,
+            backend.queue,
             concurrency=1,
             retry=RetryPolicy.no_waiting(),
             lock_duration=60,

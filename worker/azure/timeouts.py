@@ -2,7 +2,7 @@
 
 The SDKs retry on their own and can still hang (a half-open AMQP link, a stalled socket),
 so no call is awaited without `guarded` and a deadline. Whatever comes out is mapped here,
-in one place, to the errors the ports promise (`worker/ports.py`):
+in one place, to the errors the ports promise (`worker/ports/errors.py`):
 
 - missing document, blob or message (404)                  -> NotFound
 - ETag mismatch (412), already exists (409), lost block list -> Conflict

@@ -1,0 +1,26 @@
+"""The export.published topic."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from worker.ports.calls import Effect, port_call
+
+
+class Publisher(Protocol):
+    """Sends export.published; the same message id twice is one event (duplicate detection)."""
+
+    @port_call(Effect.IDEMPOTENT)
+    async def publish(self, message_id: str, body: bytes) -> None:
+        """Send one event with this message id."""
+        ...
+
+    @port_call(Effect.READ)
+    async def sent(self) -> list[dict[str, Any]]:
+        """Events sent so far, oldest first (local outbox; the Azure topic cannot list)."""
+        ...
+
+    @port_call(Effect.RELEASE)
+    async def close(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,160 @@
+"""The turn.completed queue, by role: consuming it, sending to it, operating its dead letters.
+
+Sessions are keyed by conversation id. One adapter (`Queue`) serves every role; each caller
+depends only on the role it needs: the runtime on `Consumer`, `export-worker send` and
+`dev seed` on `Sender`, the `dlq` commands on `DeadLetterOperations`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from worker.ports.calls import Effect, port_call
+
+# `QueueMessage.delivery_count` on a message's first delivery: the count includes the
+# delivery in hand, so the Nth delivery of a message says N. Every adapter converts to this.
+FIRST_DELIVERY = 1
+
+
+@dataclass(frozen=True)
+class QueueMessage:
+    """A peek-locked message; settle it through the session that delivered it."""
+
+    sequence_number: int
+    message_id: str
+    session_id: str
+    body: bytes
+    delivery_count: int  # FIRST_DELIVERY on the first delivery, one more on each after
+    enqueued_at: str  # RFC 3339
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeadLetteredMessage:
+    """A message in the dead-letter queue, as `dlq list` shows it (SPEC section 10)."""
+
+    sequence_number: int
+    message_id: str
+    session_id: str
+    reason: str
+    description: str
+    enqueued_at: str
+    delivery_count: int
+    body: bytes = b""
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON object `dlq list --json` prints."""
+        return {
+            "sequence_number": self.sequence_number,
+            "message_id": self.message_id,
+            "session_id": self.session_id,
+            "reason": self.reason,
+            "description": self.description,
+            "enqueued_at": self.enqueued_at,
+            "delivery_count": self.delivery_count,
+        }
+
+
+class Session(Protocol):
+    """One accepted session: this holder alone receives its messages, FIFO, until closed."""
+
+    session_id: str
+
+    @port_call(Effect.ACQUIRE)
+    async def receive(self, max_wait: float) -> QueueMessage | None:
+        """The next message of this session, peek-locked; None when none came in max_wait."""
+        ...
+
+    @port_call(Effect.IDEMPOTENT)
+    async def complete(self, message: QueueMessage) -> None:
+        """Remove the message: its work is done."""
+        ...
+
+    @port_call(Effect.IDEMPOTENT)
+    async def abandon(self, message: QueueMessage, delay: float = 0.0) -> None:
+        """Release the lock; redeliver after `delay` seconds (delivery count goes up)."""
+        ...
+
+    @port_call(Effect.IDEMPOTENT)
+    async def dead_letter(self, message: QueueMessage, reason: str, description: str) -> None:
+        """Move the message to the dead-letter queue with a reason and a description."""
+        ...
+
+    @port_call(Effect.IDEMPOTENT)
+    async def renew_lock(self) -> None:
+        """Extend the session lock and the locks of messages held through it."""
+        ...
+
+    @port_call(Effect.RELEASE)
+    async def close(self) -> None:
+        """Release the session so another holder may accept it."""
+        ...
+
+
+class Consumer(Protocol):
+    """Takes sessions off the queue (the runtime)."""
+
+    @port_call(Effect.ACQUIRE, opens=Session)
+    async def accept_session(self, max_wait: float) -> Session | None:
+        """Lock the next session with a deliverable message; None when none came in max_wait."""
+        ...
+
+    @port_call(Effect.READ)
+    async def is_drained(self) -> bool:
+        """True when nothing is queued, scheduled or locked (the `--drain` exit test)."""
+        ...
+
+
+class Sender(Protocol):
+    """Puts turn.completed messages on the queue (`send`, `dev seed`)."""
+
+    # A repeat after a lost reply enqueues the event twice; the ledger makes the second a
+    # no-op, as it does for any redelivery.
+    @port_call(Effect.IDEMPOTENT)
+    async def send(
+        self,
+        body: bytes,
+        session_id: str,
+        *,
+        message_id: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Enqueue one message on a session."""
+        ...
+
+
+class DeadLetterOperations(Protocol):
+    """What an operator does with the dead-letter queue (`dlq list/show/replay/purge`)."""
+
+    @port_call(Effect.READ)
+    async def dead_letters(self, reason: str | None = None) -> list[DeadLetteredMessage]:
+        """The dead-letter queue, oldest first, optionally of one reason (peek, no lock)."""
+        ...
+
+    @port_call(Effect.READ)
+    async def dead_letter_entry(self, sequence_number: int) -> DeadLetteredMessage:
+        """One dead-lettered message; NotFound when it is not there."""
+        ...
+
+    @port_call(Effect.ONCE)
+    async def replay(self, sequence_number: int) -> None:
+        """Re-send a dead-lettered body on its session with `replay_of`/`replay_count`, then
+        remove the dead-lettered copy."""
+        ...
+
+    @port_call(Effect.ONCE)
+    async def purge(self, sequence_number: int) -> None:
+        """Remove one dead-lettered message for good."""
+        ...
+
+
+class Queue(Consumer, Sender, DeadLetterOperations, Protocol):
+    """The queue adapter: every role above, with a dead-letter queue."""
+
+    @port_call(Effect.RELEASE)
+    async def close(self) -> None:
+        """Release connections."""
+        ...

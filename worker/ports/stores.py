@@ -1,0 +1,80 @@
+"""The conversation store (the chat service's documents, read only) and the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+
+from schemas.records import TurnRecord
+from worker.ports.calls import Effect, port_call
+
+
+class ConversationStore(Protocol):
+    """Reads conversations and messages; the worker never writes them."""
+
+    @port_call(Effect.READ)
+    async def get_conversation(self, conversation_id: str) -> dict[str, Any]:
+        """Point-read a conversation; NotFound when missing."""
+        ...
+
+    @port_call(Effect.READ)
+    async def get_message(self, conversation_id: str, message_id: str) -> dict[str, Any]:
+        """Point-read a message in the conversation's partition; NotFound when missing."""
+        ...
+
+    @port_call(Effect.READ)
+    def history(self, conversation_id: str, max_seq: int) -> AsyncIterator[dict[str, Any]]:
+        """Messages with seq <= max_seq, newest first, in pages from one partition query.
+
+        The caller stops iterating once it has what it needs: the query is bounded by that.
+        """
+        ...
+
+    @port_call(Effect.IDEMPOTENT)
+    async def put_conversation(self, document: Mapping[str, Any]) -> None:
+        """Insert or replace a conversation (fixtures, tests)."""
+        ...
+
+    @port_call(Effect.IDEMPOTENT)
+    async def put_message(self, document: Mapping[str, Any]) -> None:
+        """Insert or replace a message (fixtures, tests)."""
+        ...
+
+    @port_call(Effect.RELEASE)
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+class Ledger(Protocol):
+    """Turn records: one per processed turn, id = turn_id, partition conversation_id."""
+
+    @port_call(Effect.READ)
+    async def get(self, conversation_id: str, turn_id: str) -> TurnRecord | None:
+        """The turn record, or None."""
+        ...
+
+    @port_call(Effect.IDEMPOTENT)
+    async def put(self, record: TurnRecord) -> None:
+        """Insert or replace the turn record (the same turn, the same id)."""
+        ...
+
+    @port_call(Effect.READ)
+    async def list_turns(self, conversation_id: str) -> list[TurnRecord]:
+        """The conversation's turn records ordered by seq."""
+        ...
+
+    @port_call(Effect.READ)
+    async def list_exports(self, conversation_id: str | None = None) -> list[TurnRecord]:
+        """Records with an export (decision `published`), optionally of one conversation."""
+        ...
+
+    @port_call(Effect.READ)
+    async def find_export(self, export_id: str) -> TurnRecord | None:
+        """The turn record holding this export id, or None."""
+        ...
+
+    @port_call(Effect.RELEASE)
+    async def close(self) -> None:
+        """Release connections."""
+        ...
