@@ -1,36 +1,34 @@
 """Opening the configured backend: local (SQLite and files) or Azure.
 
-Every port call of the backend returned is tried again in place on a transient error
-(`worker/call_retries.py`, by the one retry policy). With `fault_rate` > 0 the adapters are
-first wrapped in fault injection (`worker/faults.py`), for reliability tests.
+`open_backend` gives the worker's ports with every repeatable call tried again in place on
+a transient error (`worker/call_retries.py`, by the one retry policy). `inject` wraps the
+adapters first, before the retries: the reliability harnesses pass fault injection
+(`worker/testing/`). `open_adapters` gives the adapters as they are, for roles other than
+the worker's (seeding, `worker/testing/seeding.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from worker.call_retries import with_call_retries
-from worker.logs import get_logger
 from worker.ports import Backend
 from worker.retry_policy import RetryPolicy
 from worker.settings import Settings
 
 
-async def open_backend(settings: Settings) -> Backend:
-    """The adapters the settings name, opened."""
-    backend = await _adapters(settings)
-    if settings.fault_rate > 0:
-        from worker.faults import FaultPlan, with_faults
-
-        get_logger().warning(
-            "fault_injection_enabled",
-            fault_rate=settings.fault_rate,
-            fault_seed=settings.fault_seed,
-            detail="every port call may fail with a transient error: for tests only",
-        )
-        backend = with_faults(backend, FaultPlan(settings.fault_rate, settings.fault_seed))
+async def open_backend(
+    settings: Settings, *, inject: Callable[[Backend], Backend] | None = None
+) -> Backend:
+    """The adapters the settings name, opened, as the worker's ports."""
+    backend = await open_adapters(settings)
+    if inject is not None:
+        backend = inject(backend)
     return with_call_retries(backend, RetryPolicy.from_settings(settings))
 
 
-async def _adapters(settings: Settings) -> Backend:
+async def open_adapters(settings: Settings) -> Backend:
+    """The adapters the settings name, opened and unwrapped."""
     if settings.backend == "azure":
         from worker.azure.backend import open_azure_backend
 

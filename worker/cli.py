@@ -15,14 +15,16 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from worker import fixtures, logs
-from worker.backends import open_backend
+from worker import logs
+from worker.backends import open_adapters, open_backend
 from worker.handler import TurnHandler
 from worker.ports import Backend, DeadLetteredMessage, NotFound
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.sending import enqueue
 from worker.settings import Settings
+from worker.testing.seeding import Seeded, Seeding, seed, seeding
+from worker.testing.settings import HarnessSettings
 
 T = TypeVar("T")
 
@@ -33,13 +35,28 @@ class Failure(Exception):
 
 def _with_backend(work: Callable[[Backend, Settings], Awaitable[T]]) -> T:
     settings = Settings()
+    inject = HarnessSettings().fault_injection()  # None unless a harness asks for faults
 
     async def main() -> T:
-        backend = await open_backend(settings)
+        backend = await open_backend(settings, inject=inject)
         try:
             return await work(backend, settings)
         finally:
             await backend.close()
+
+    return asyncio.run(main())
+
+
+def _with_seeding(work: Callable[[Seeding], Awaitable[T]]) -> T:
+    """Run `work` on the configured adapters in their test and development roles."""
+    settings = Settings()
+
+    async def main() -> T:
+        adapters = await open_adapters(settings)
+        try:
+            return await work(seeding(adapters, RetryPolicy.from_settings(settings)))
+        finally:
+            await adapters.close()
 
     return asyncio.run(main())
 
@@ -76,10 +93,11 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
     """Consume turn.completed events until stopped (SIGTERM/SIGINT) or drained."""
     logs.configure(level=ctx.obj or "info")
+    checkpoint = HarnessSettings().checkpoint()  # no_checkpoint unless a harness asks
 
     async def work(backend: Backend, settings: Settings) -> None:
         runtime = Runtime(
-            TurnHandler(backend, settings),
+            TurnHandler(backend, settings, checkpoint=checkpoint),
             backend.queue,
             concurrency=concurrency or settings.concurrency,
             retry=RetryPolicy.from_settings(settings),
@@ -133,10 +151,10 @@ def dev_seed(fixture: Path) -> None:
     if not isinstance(data, dict):
         raise Failure(f"fixture {fixture} is not a JSON object")
 
-    async def work(backend: Backend, _: Settings) -> fixtures.Seeded:
-        return await fixtures.seed(backend, data)
+    async def work(target: Seeding) -> Seeded:
+        return await seed(target, data)
 
-    done = _with_backend(work)
+    done = _with_seeding(work)
     click.echo(
         f"seeded {done.conversations} conversation(s), {done.messages} message(s), "
         f"{done.artifacts} artifact(s), {done.events} event(s)",
@@ -149,11 +167,11 @@ def dev_seed(fixture: Path) -> None:
 def dev_events(as_json: bool) -> None:
     """The export.published events sent (local backend: its outbox)."""
 
-    async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
-        return await backend.publisher.sent()
+    async def work(target: Seeding) -> list[dict[str, Any]]:
+        return await target.events.sent()
 
     _show(
-        _with_backend(work),
+        _with_seeding(work),
         as_json,
         lambda e: (
             f"{e.get('export_id')}  {e.get('format')}  {e.get('row_count')} rows  "

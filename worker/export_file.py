@@ -15,7 +15,7 @@ from handlers.serialisers.json_file import json_chunks
 from handlers.serialisers.xlsx_file import MAX_XLSX_DATA_ROWS, write_xlsx
 from handlers.serialisers.xml_file import xml_chunks
 from schemas.records import ExportFormat
-from worker.crashpoints import crashpoint, slowpoint
+from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.ports import BlobInfo, Blobs
 
 
@@ -34,6 +34,7 @@ async def write_export(
     *,
     max_bytes: int,
     csv_bom: bool,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> Written:
     """Serialise and upload; the blob becomes visible whole on commit or not at all."""
     if fmt == "xlsx" and row_count > MAX_XLSX_DATA_ROWS:
@@ -48,8 +49,7 @@ async def write_export(
                 raise TooLarge(f"the file passes the {max_bytes} byte cap")
             digest.update(chunk)
             await upload.write(chunk)
-            crashpoint("during_blob")
-            await slowpoint("during_blob")
+            await checkpoint("during_blob")
             await asyncio.sleep(0)  # let lock renewal and shutdown run between chunks
         await upload.commit()
     except BaseException:

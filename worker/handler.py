@@ -44,7 +44,7 @@ from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import TurnRecord
 from schemas.validation import first_error
-from worker.crashpoints import crashpoint
+from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
 from worker.ports import Backend, BlobInfo, NotFound, QueueMessage
@@ -67,10 +67,17 @@ def utc_now() -> datetime:
 class TurnHandler:
     """Handles one `turn.completed` message end to end."""
 
-    def __init__(self, backend: Backend, settings: Settings, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        settings: Settings,
+        clock: Clock = utc_now,
+        checkpoint: Checkpoint = no_checkpoint,
+    ) -> None:
         self.backend = backend
         self.settings = settings
         self.clock = clock
+        self.checkpoint = checkpoint  # passed at each named step of publishing
 
     async def handle(self, message: QueueMessage) -> TurnRecord:
         """Process one message; raise an ExportError (or a port error) to decide its fate."""
@@ -216,11 +223,11 @@ class TurnHandler:
                         publication = replace(publication, too_large=True)
                         continue
                     publication = replace(publication, written=written)
-                    crashpoint("after_blob")
+                    await self.checkpoint("after_blob")
                 case PutRecord(record=new):
                     await self.backend.ledger.put(new)
                     record = new
-                    crashpoint("after_record")
+                    await self.checkpoint("after_record")
                     if new.decision != "published":
                         log.info("turn_recorded", decision=new.decision, format=new.format)
                 case PublishEvent(message_id=message_id, event=event):
@@ -228,11 +235,11 @@ class TurnHandler:
                         message_id, event.model_dump_json().encode()
                     )
                     publication = replace(publication, announced=True)
-                    crashpoint("after_publish")
+                    await self.checkpoint("after_publish")
                 case MarkEventSent(record=sent):
                     await self.backend.ledger.put(sent)
                     record = sent
-                    crashpoint("after_event_sent")
+                    await self.checkpoint("after_event_sent")
                     _log_published(log, sent)
                 case Done(record=done):
                     if performed == 0:
@@ -268,6 +275,7 @@ class TurnHandler:
                 shape.row_count,
                 max_bytes=self.settings.max_export_bytes,
                 csv_bom=self.settings.csv_bom,
+                checkpoint=self.checkpoint,
             )
         )
 

@@ -32,10 +32,6 @@ class Settings(BaseSettings):
     backoff_max_seconds: float = Field(30.0, ge=0)
     # Tries of one port call that fails transiently, in place, before the delivery fails.
     call_attempts: int = Field(4, ge=1)
-    # Fault injection (worker/faults.py), for reliability tests only: every port call fails
-    # with a transient error at this rate. Off at 0.
-    fault_rate: float = Field(0.0, ge=0, lt=1)
-    fault_seed: int | None = None
     # How long a received message (and its session) stays locked without renewal.
     lock_duration_seconds: float = Field(60.0, gt=0)
     # How long a session worker waits for the next message before releasing the session.

@@ -10,7 +10,7 @@
    purpose, and loads them into a fresh home with `export-worker dev seed`.
 2. Runs `--workers` `export-worker run --drain` processes at once, restarting each as it dies.
    One of them is SIGKILLed every 0.25-1 s (seeded), and each runs with crash points
-   (`EXPORT_WORKER_CRASH_POINTS`, worker/crashpoints.py) that exit mid-step: during a blob
+   (`EXPORT_WORKER_CRASH_POINTS`, worker/testing/checkpoints.py) that exit mid-step: during a blob
    write, after the blob, after the turn record, after the event, after `event_sent`, with
    odds scaled to `--kills / --turns`. This goes on until `--kills` deaths, or until the
    queue is drained (a note says so). Locks last 1 s, so a dead worker's session returns soon.
@@ -22,7 +22,7 @@
    dead-letter queue holding exactly the planted poison messages.
 
 `--fault-rate R` also makes every port call of the `run` processes fail with a transient
-error at rate R (worker/faults.py), with 6 tries per call unless `--call-attempts` says
+error at rate R (worker/testing/faults.py), with 6 tries per call unless `--call-attempts` says
 otherwise (tests/reliability/test_faults.py gives the odds). Temp files that killed xlsx
 writers leave in TMPDIR (pointed into the home) are counted in a note, not failed on: they
 are xlsxwriter's, outside the worker's stores. The last line is the figure line:

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from worker import fixtures
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
 from worker.ports import Backend
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
+from worker.testing.seeding import seed, seeding
 
 pytestmark = pytest.mark.emulated
 
@@ -49,7 +49,7 @@ def emulated_settings(home: Path) -> Settings:
 
 
 async def process(backend: Backend, settings: Settings, fixture: dict[str, Any]) -> None:
-    await fixtures.seed(backend, fixture)
+    await seed(seeding(backend), fixture)
     runtime = Runtime(
         TurnHandler(backend, settings),
         backend.queue,

@@ -85,20 +85,23 @@ def test_a_killed_writers_staged_file_is_swept_when_the_blobs_open(tmp_path: Pat
 def test_crash_points_are_off_unless_named_and_fire_as_a_kill(tmp_path: Path) -> None:
     import os
 
-    from worker import crashpoints
+    from worker.checkpoints import no_checkpoint
+    from worker.testing.settings import HarnessSettings
 
     with pytest.raises(ValueError, match="unknown point"):
-        crashpoints.load({crashpoints.CRASH_ENV: "nowhere:1"})
+        HarnessSettings(crash_points="nowhere:1").checkpoint()
     with pytest.raises(ValueError, match="NAME:NUMBER"):
-        crashpoints.load({crashpoints.CRASH_ENV: "after_blob:often"})
-    crashpoints.load({})
-    crashpoints.crashpoint("after_blob")  # off: returns
-    asyncio.run(crashpoints.slowpoint("during_blob"))
-    crashpoints.load(os.environ)
+        HarnessSettings(crash_points="after_blob:often").checkpoint()
+    off = HarnessSettings(crash_points="", slow_points="").checkpoint()
+    assert off is no_checkpoint
+    asyncio.run(off("after_blob"))  # off: returns
 
-    env = {**os.environ, crashpoints.CRASH_ENV: "after_record:1", crashpoints.SEED_ENV: "3"}
-    child = "from worker.crashpoints import crashpoint; crashpoint('after_blob'); " + (
-        "crashpoint('after_record'); print('survived')"
+    env = {**os.environ, "EXPORT_WORKER_CRASH_POINTS": "after_record:1"}
+    env["EXPORT_WORKER_CRASH_SEED"] = "3"
+    child = (
+        "import asyncio; from worker.testing.settings import HarnessSettings; "
+        "point = HarnessSettings().checkpoint(); asyncio.run(point('after_blob')); "
+        "asyncio.run(point('after_record')); print('survived')"
     )
     proc = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, cwd=ROOT)
     assert proc.returncode == 137

@@ -24,17 +24,19 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from worker import fixtures
 from worker.backends import open_backend
 from worker.call_retries import with_call_retries
-from worker.faults import FaultPlan, with_faults
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
 from worker.ports import TransientError
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
+from worker.testing.faults import FaultPlan, with_faults
 from worker.testing.records import a_turn_record
+from worker.testing.seeding import seed as load_fixture
+from worker.testing.seeding import seeding
+from worker.testing.settings import HarnessSettings
 
 RATE = 0.2
 CALL_ATTEMPTS = 6
@@ -54,7 +56,7 @@ def test_twenty_percent_faults_on_every_call_lose_nothing_and_double_nothing(
 
     async def main() -> FaultPlan:
         clean = open_local_backend(home, lock_duration=60)
-        await fixtures.seed(clean, generated.fixture)
+        await load_fixture(seeding(clean), generated.fixture)
         await clean.close()
         plan = FaultPlan(RATE, seed)
         faulty = with_faults(open_local_backend(home, lock_duration=60), plan)
@@ -88,10 +90,11 @@ def test_twenty_percent_faults_on_every_call_lose_nothing_and_double_nothing(
 
 
 def test_a_fault_rate_in_the_settings_wraps_the_backend_and_says_so(tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path / "home", fault_rate=0.5, fault_seed=1, call_attempts=1)
+    settings = Settings(home=tmp_path / "home", call_attempts=1)
+    inject = HarnessSettings(fault_rate=0.5, fault_seed=1).fault_injection()
 
     async def main() -> int:
-        backend = await open_backend(settings)
+        backend = await open_backend(settings, inject=inject)
         failures = 0
         try:
             for _ in range(40):
@@ -129,7 +132,7 @@ def test_a_call_is_tried_again_in_place_and_a_stream_resumes_where_it_failed(
 
     async def main() -> None:
         clean = open_local_backend(tmp_path / "home", lock_duration=60)
-        await fixtures.seed(clean, {"messages": messages})
+        await load_fixture(seeding(clean), {"messages": messages})
         plan = FaultPlan(0.3, 5)
         faulty = with_faults(open_local_backend(tmp_path / "home", lock_duration=60), plan)
         backend = with_call_retries(faulty, RetryPolicy.no_waiting(call_attempts=30))

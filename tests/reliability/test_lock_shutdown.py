@@ -16,13 +16,13 @@ from typing import Any
 
 from cli_driver import Cli
 
-from worker import fixtures
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
 from worker.ports import Backend, BlobInfo, QueueMessage
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
+from worker.testing.seeding import seed, seeding
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 LOCK_SECONDS = 0.3
@@ -85,7 +85,7 @@ def test_a_turn_slower_than_the_lock_completes_once_while_another_worker_waits(
 
     async def main() -> tuple[Runtime, Runtime, list[dict[str, Any]], list[dict[str, Any]]]:
         seeder = open_local_backend(home, lock_duration=LOCK_SECONDS)
-        await fixtures.seed(seeder, headline())
+        await seed(seeding(seeder), headline())
         first = open_local_backend(home, lock_duration=LOCK_SECONDS)
         first.blobs = SlowUploads(first.blobs)  # type: ignore[assignment]
         second = open_local_backend(home, lock_duration=LOCK_SECONDS)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from handlers.errors import PermanentError
-from worker import fixtures
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
 from worker.ports import Backend
 from worker.settings import Settings
+from worker.testing.seeding import seed, seeding
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 
@@ -34,7 +34,7 @@ def test_a_forged_event_for_an_already_recorded_turn_is_not_authorized(tmp_path:
     async def main() -> None:
         backend = open_local_backend(tmp_path / "home", lock_duration=60)
         try:
-            await fixtures.seed(backend, fixture)
+            await seed(seeding(backend), fixture)
             handler = TurnHandler(backend, Settings(home=tmp_path / "home"))
             session = await backend.queue.accept_session(0)
             assert session is not None
@@ -177,7 +177,7 @@ def handle_first(
     async def main() -> Any:
         backend = open_local_backend(home, lock_duration=60)
         try:
-            await fixtures.seed(backend, fixture)
+            await seed(seeding(backend), fixture)
             session = await backend.queue.accept_session(0)
             assert session is not None
             message = await session.receive(0)

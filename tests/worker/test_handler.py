@@ -14,11 +14,11 @@ import openpyxl
 import pytest
 
 from handlers.errors import PermanentError, RetryableError
-from worker import fixtures
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
 from worker.ports import Backend, QueueMessage
 from worker.settings import Settings
+from worker.testing.seeding import seed, seeding
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 
@@ -38,7 +38,7 @@ def run(
     async def main() -> Any:
         backend = open_local_backend(tmp_path / "home", lock_duration=60)
         try:
-            await fixtures.seed(backend, fixture)
+            await seed(seeding(backend), fixture)
             session = await backend.queue.accept_session(0)
             assert session is not None
             message = await session.receive(0)

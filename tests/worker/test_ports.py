@@ -10,9 +10,10 @@ import pytest
 
 from worker import ports
 from worker.call_retries import retried
-from worker.faults import FaultPlan, faulty_port
 from worker.ports import Effect, TransientError, UndeclaredPortCall, declared_calls, port_call
 from worker.retry_policy import RetryPolicy
+from worker.testing.faults import FaultPlan, faulty_port
+from worker.testing.seeding import PublishedEvents, SeedableBlobs, SeedableStore
 
 PORT_PROTOCOLS = [
     ports.Session,
@@ -25,6 +26,9 @@ PORT_PROTOCOLS = [
     ports.BlobUpload,
     ports.Blobs,
     ports.Publisher,
+    SeedableStore,
+    SeedableBlobs,
+    PublishedEvents,
 ]
 
 

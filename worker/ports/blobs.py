@@ -57,11 +57,6 @@ class Blobs(Protocol):
         """Start writing a blob at `path` (replaced whole on commit)."""
         ...
 
-    @port_call(Effect.IDEMPOTENT)
-    async def put(self, path: str, data: bytes, content_type: str = "application/json") -> None:
-        """Write a small blob in one call (fixtures, tests)."""
-        ...
-
     @port_call(Effect.READ)
     async def info(self, path: str) -> BlobInfo:
         """Content type, download file name and metadata; NotFound when missing."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from worker.ports.calls import Effect, port_call
 
@@ -13,11 +13,6 @@ class Publisher(Protocol):
     @port_call(Effect.IDEMPOTENT)
     async def publish(self, message_id: str, body: bytes) -> None:
         """Send one event with this message id."""
-        ...
-
-    @port_call(Effect.READ)
-    async def sent(self) -> list[dict[str, Any]]:
-        """Events sent so far, oldest first (local outbox; the Azure topic cannot list)."""
         ...
 
     @port_call(Effect.RELEASE)

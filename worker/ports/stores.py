@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from schemas.records import TurnRecord
@@ -28,16 +28,6 @@ class ConversationStore(Protocol):
 
         The caller stops iterating once it has what it needs: the query is bounded by that.
         """
-        ...
-
-    @port_call(Effect.IDEMPOTENT)
-    async def put_conversation(self, document: Mapping[str, Any]) -> None:
-        """Insert or replace a conversation (fixtures, tests)."""
-        ...
-
-    @port_call(Effect.IDEMPOTENT)
-    async def put_message(self, document: Mapping[str, Any]) -> None:
-        """Insert or replace a message (fixtures, tests)."""
         ...
 
     @port_call(Effect.RELEASE)

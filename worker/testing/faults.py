@@ -13,8 +13,8 @@ fails either before, or after the service applied it (the reply was lost), half 
 the retry that follows repeats an effect that already happened, which is what idempotent
 publishing must absorb (SPEC section 9); a release never fails.
 
-Reliability tests only: `open_backend` wraps the backend when `fault_rate` > 0 and says so
-in a warning at start.
+Reliability tests only: the CLI passes it to `open_backend` when `EXPORT_WORKER_FAULT_RATE`
+is above 0 (`worker/testing/settings.py`), and says so in a warning at start.
 """
 
 from __future__ import annotations
