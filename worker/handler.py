@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
+from structlog.contextvars import bind_contextvars
 
 from handlers import publishing
 from handlers import turn as story
@@ -52,6 +53,8 @@ from worker.retry_policy import RetryPolicy
 from worker.settings import Settings
 from worker.spool import RowSpool
 
+log = get_logger()
+
 # A turn whose user message is not found within this many messages is not there (yet).
 MAX_MESSAGES_READ = 5000
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
@@ -85,25 +88,26 @@ class TurnHandler:
             event = parse_turn_completed(message.body)
         except InvalidEvent as exc:
             raise PermanentError("schema_invalid", str(exc)) from None
-        log = get_logger(
+        # Bound for the rest of this message: the runtime gives each message a context of its own.
+        bind_contextvars(
             conversation_id=event.conversation_id, turn_id=event.turn_id, event_id=event.event_id
         )
         recorded = await self.backend.ledger.get(event.conversation_id, event.turn_id)
         with RowSpool() as spool:
             ending: Ending | None = None
             if recorded is None:
-                ending = await self._decide(event, spool, log)
+                ending = await self._decide(event, spool)
             elif recorded.user_id != event.user_id:
                 # Not a redelivery: another user names a recorded turn. A forged event must
                 # meet authorisation (and its security warning) like any first delivery.
-                await self._authorised(event, log)
+                await self._authorised(event)
             publication = Publication(event, ending, _rfc3339(self.clock()))
-            return await self._publish(recorded, publication, spool, log)
+            return await self._publish(recorded, publication, spool)
 
     # ---- deciding --------------------------------------------------------------------
-    async def _decide(self, event: TurnCompleted, spool: RowSpool, log: Any) -> Ending:
+    async def _decide(self, event: TurnCompleted, spool: RowSpool) -> Ending:
         """Authorise, read the turn, and move it through its phases to an ending."""
-        conversation, access = await self._authorised(event, log)
+        conversation, access = await self._authorised(event)
         if access == "deleted":
             return story.conversation_deleted()
         inp = story.TurnInput(
@@ -128,9 +132,7 @@ class TurnHandler:
                     await self._fetch(phase.fetch, collector, spool)
                     phase = story.after_fetch(inp, phase, collector)
 
-    async def _authorised(
-        self, event: TurnCompleted, log: Any
-    ) -> tuple[Conversation, story.Authorisation]:
+    async def _authorised(self, event: TurnCompleted) -> tuple[Conversation, story.Authorisation]:
         """The conversation and the user's access to it; not_authorized for a stranger."""
         conversation = await self._conversation(event)
         access = story.authorise(conversation, event.user_id)
@@ -166,9 +168,8 @@ class TurnHandler:
             except PermanentError:
                 if document.get("id") in (event.user_message_id, event.reply_message_id):
                     raise
-                get_logger(conversation_id=event.conversation_id).warning(
-                    "stored_message_skipped", message_id=str(document.get("id"))[:128]
-                )
+                skipped = str(document.get("id"))[:128]
+                log.warning("stored_message_skipped", skipped_message_id=skipped)
                 continue
             if enough.add(newest_first[-1]) or len(newest_first) >= MAX_MESSAGES_READ:
                 break
@@ -207,7 +208,7 @@ class TurnHandler:
 
     # ---- publishing ------------------------------------------------------------------
     async def _publish(
-        self, record: TurnRecord | None, publication: Publication, spool: RowSpool, log: Any
+        self, record: TurnRecord | None, publication: Publication, spool: RowSpool
     ) -> TurnRecord:
         """Perform the effects `handlers/publishing.py` names, one at a time, until done."""
         performed = 0
@@ -240,7 +241,7 @@ class TurnHandler:
                     await self.backend.ledger.put(sent)
                     record = sent
                     await self.checkpoint("after_event_sent")
-                    _log_published(log, sent)
+                    _log_published(sent)
                 case Done(record=done):
                     if performed == 0:
                         log.info("turn_already_recorded", decision=done.decision)
@@ -293,7 +294,7 @@ def _cells(plan: ExportPlan, spool: RowSpool) -> Iterator[Sequence[Any]]:
             yield action_cells(row, action, selection, plan.layout)
 
 
-def _log_published(log: Any, record: TurnRecord) -> None:
+def _log_published(record: TurnRecord) -> None:
     entry = record.export
     assert entry is not None
     log.info(

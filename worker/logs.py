@@ -1,7 +1,7 @@
 """Structured logging, configured in one place: JSON lines when not a TTY, pretty on a TTY.
 
 Logs go to stderr (stdout belongs to `--json` output). Events are past-tense facts with
-bound ids; never row data, never secrets.
+bound ids (contextvars, merged by the first processor); never row data, never secrets.
 """
 
 from __future__ import annotations
@@ -51,5 +51,11 @@ def configure(
 
 
 def get_logger(**bound: Any) -> Any:
-    """A logger with `bound` fields."""
-    return structlog.get_logger("export_worker").bind(**bound)
+    """A logger with `bound` fields; without any, one that follows later configuration.
+
+    Ids that hold for a whole message (session, message, delivery, then the event's
+    conversation, turn and event ids) are bound once with structlog's contextvars by the
+    runtime and the handler, and reach every line logged meanwhile without being passed.
+    """
+    logger = structlog.get_logger("export_worker")
+    return logger.bind(**bound) if bound else logger

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import signal
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from structlog.contextvars import bound_contextvars, get_contextvars
 
 from schemas.records import TurnRecord
 from worker.logs import get_logger
@@ -121,41 +124,50 @@ class Runtime:
                     await session.close()
 
     async def _serve_session(self, session: Session) -> None:
-        # The session lock is renewed for as long as the session is held, not only while a
-        # message is handled: receiving does not extend it (Service Bus semantics).
-        renewer = asyncio.create_task(self._renew(session))
-        try:
-            while not self._stopping.is_set():
-                message = await session.receive(self.session_idle)
-                if message is None:
-                    return
-                await self._process(session, message)
-        except LockLost:
-            self.stats.lock_lost += 1
-            self._log.warning("session_lock_lost", session_id=session.session_id)
-        finally:
-            renewer.cancel()
-            with contextlib.suppress(BaseException):
-                await renewer
+        # Every line logged while the session is held names it, the renewer's included.
+        with bound_contextvars(session_id=session.session_id):
+            # The session lock is renewed for as long as the session is held, not only while
+            # a message is handled: receiving does not extend it (Service Bus semantics).
+            renewer = asyncio.create_task(self._renew(session))
+            try:
+                while not self._stopping.is_set():
+                    message = await session.receive(self.session_idle)
+                    if message is None:
+                        return
+                    await self._process(session, message)
+            except LockLost:
+                self.stats.lock_lost += 1
+                self._log.warning("session_lock_lost")
+            finally:
+                renewer.cancel()
+                with contextlib.suppress(BaseException):
+                    await renewer
 
     async def _process(self, session: Session, message: QueueMessage) -> None:
-        work = asyncio.create_task(self.handler.handle(message))
-        try:
-            await self._until_done_or_grace(work)
-            if not work.done():
+        with bound_contextvars(**_message_ids(message)):
+            # The handler runs in a context of its own and binds the event's ids there once
+            # it has parsed them; they join the message's ids for the settlement's lines.
+            handled = contextvars.copy_context()
+            work = asyncio.create_task(self.handler.handle(message), context=handled)
+            finished = await self._until_done_or_grace(work)
+            if not finished:
                 work.cancel()
                 with contextlib.suppress(BaseException):
                     await work
-                self._log.warning("turn_abandoned_on_shutdown", **_ids(message))
-                with contextlib.suppress(Exception):
-                    await session.abandon(message)
-                return
-            await self._settle(session, message, work)
-        except LockLost:
-            self.stats.lock_lost += 1
-            self._log.warning("message_lock_lost", **_ids(message))
+            with bound_contextvars(**handled.run(get_contextvars)):
+                try:
+                    if not finished:
+                        self._log.warning("turn_abandoned_on_shutdown")
+                        with contextlib.suppress(Exception):
+                            await session.abandon(message)
+                        return
+                    await self._settle(session, message, work)
+                except LockLost:
+                    self.stats.lock_lost += 1
+                    self._log.warning("message_lock_lost")
 
-    async def _until_done_or_grace(self, work: asyncio.Task[Any]) -> None:
+    async def _until_done_or_grace(self, work: asyncio.Task[Any]) -> bool:
+        """Wait for `work`; once stopping, at most the grace period. Whether it finished."""
         stopping = asyncio.create_task(self._stopping.wait())
         try:
             await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -163,6 +175,7 @@ class Runtime:
                 await asyncio.wait({work}, timeout=self.shutdown_grace)
         finally:
             stopping.cancel()
+        return work.done()
 
     async def _settle(
         self, session: Session, message: QueueMessage, work: asyncio.Task[TurnRecord]
@@ -183,17 +196,16 @@ class Runtime:
                     reason=reason,
                     attempt=message.delivery_count,
                     delay_seconds=delay,
-                    **_ids(message),
                 )
                 await session.abandon(message, delay)
                 self.stats.retried += 1
             case DeadLetter(reason=reason, description=description):
                 if reason == "handler_error":
                     # A bug: its type and where it was raised, never its message (row data).
-                    self._log.error("handler_failed", error=description, **_ids(message))
+                    self._log.error("handler_failed", error=description)
                 await session.dead_letter(message, reason, description)
                 self.stats.dead_lettered += 1
-                self._log.warning("message_dead_lettered", reason=reason, **_ids(message))
+                self._log.warning("message_dead_lettered", reason=reason)
 
     async def _renew(self, session: Session) -> None:
         """Renew the session lock well before it lapses, for as long as the handler runs."""
@@ -210,11 +222,13 @@ class Runtime:
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
 
 
-def _ids(message: QueueMessage) -> dict[str, Any]:
+def _message_ids(message: QueueMessage) -> dict[str, Any]:
+    """What every line logged about a message names, bound once per message."""
     return {
-        "sequence_number": message.sequence_number,
-        "message_id": message.message_id,
         "session_id": message.session_id,
+        "message_id": message.message_id,
+        "sequence_number": message.sequence_number,
+        "delivery_count": message.delivery_count,
     }
 
 
