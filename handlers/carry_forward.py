@@ -1,4 +1,4 @@
-"""Clarification detection and the carry-forward state machine (SPEC section 5 step 4).
+"""Clarification detection and the carry-forward state machine (docs/contract/decision.md step 4).
 
 Every rule of the request state machine lives here; nothing else decides it.
 

@@ -1,4 +1,6 @@
-"""The compact citation kept on a tool message, and the row estimate it still allows (SPEC 3).
+"""The compact citation kept on a tool message, and the row estimate it still allows.
+
+The contract: docs/contract/stored-data.md.
 
 The chat service imports `build_citation` to keep messages small; the worker reads the
 same citations in reach-back phase 1 (`estimate_rows`) without fetching any artifact. The

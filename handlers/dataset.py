@@ -1,4 +1,6 @@
-"""Pass 1 over fetched results: what selection needs, gathered as rows stream (SPEC 5.6-5.7).
+"""Pass 1 over fetched results: what selection needs, gathered as rows stream.
+
+The contract: docs/contract/decision.md steps 6 and 7.
 
 The shell feeds every fetched result (one page each) in call order and passes the rows on;
 nothing here keeps a row. Per action it keeps a count, the columns, a truncation flag,

@@ -1,4 +1,6 @@
-"""Excerpt matching (SPEC 5.7): whether a reply table only shows rows the actions returned.
+"""Excerpt matching: whether a reply table only shows rows the actions returned.
+
+The contract: docs/contract/decision.md step 7, "Excerpt matching".
 
 Decided from small, already-loaded data: one reply table and one action row at a time. The
 streaming pass that feeds action rows past the matcher lives in `handlers.dataset`.

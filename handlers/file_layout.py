@@ -1,7 +1,7 @@
 """The file as written: its header (what the record names `columns`) and its aligned rows.
 
 Header names are a decision, not a detail of writing: blank and duplicate names are made
-usable (SPEC section 8) and, in CSV, a name a spreadsheet would run as a formula carries the
+usable (docs/contract/files.md) and, in CSV, a name a spreadsheet would run as a formula carries the
 same `'` as any other cell, so the record names the columns exactly as the file reads.
 """
 

@@ -1,4 +1,4 @@
-"""Which file format a user message requests (SPEC section 5 step 4, format detection).
+"""Which file format a user message requests (docs/contract/decision.md step 4, format detection).
 
 The text is read sentence by sentence; each mention of a format is judged in its sentence:
 

@@ -1,4 +1,4 @@
-"""Whether a request asks for derived output (SPEC section 5 step 5, passthrough contract).
+"""Whether a request asks for derived output (docs/contract/decision.md step 5, passthrough).
 
 Raw action rows may be exported only for a plain serialisation: the request names a
 format to create/export/convert/download, or asks for the data as-is ("the raw data",

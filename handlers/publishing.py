@@ -1,4 +1,4 @@
-"""Publishing a turn's ending, one effect at a time (SPEC section 9), as a pure function.
+"""Publishing a turn's ending, one effect at a time (docs/contract/delivery.md), as a pure function.
 
 Exactly-once effect over at-least-once delivery rests on one order, each step idempotent:
 

@@ -1,5 +1,6 @@
-"""Reach-back phase 1 (SPEC 5.7): the winning (turn, action) group of the history window,
-chosen from the compact citations already read, before any artifact is fetched.
+"""Reach-back phase 1 (docs/contract/decision.md step 7): the winning (turn, action) group of
+the history window, chosen from the compact citations already read, before any artifact is
+fetched.
 """
 
 from __future__ import annotations

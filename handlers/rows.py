@@ -1,4 +1,6 @@
-"""Action rows: how a raw function result becomes rows, and which keys never leave (SPEC 5.6, 5.8).
+"""Action rows: how a raw function result becomes rows, and which keys never leave.
+
+The contract: docs/contract/decision.md steps 6 and 8.
 
 Tools answer in many shapes (a list, an OData `{"value": [...]}`, a paged envelope, a JSON
 string, one record). Every shape is first located (`locate_rows`: where the rows sit and
@@ -82,7 +84,7 @@ def locate_rows(result: Any) -> RowSource:
 
 
 def extract_rows(result: Any) -> Iterator[Row]:
-    """The rows of one raw function result (SPEC section 5 step 6)."""
+    """The rows of one raw function result (docs/contract/decision.md step 6)."""
     source = locate_rows(result)
     if source.row is not None:
         yield source.row
@@ -91,7 +93,7 @@ def extract_rows(result: Any) -> Iterator[Row]:
 
 
 def clean_row(row: Row) -> Row:
-    """The row without keys that name secrets, at any depth (SPEC section 5 step 8)."""
+    """The row without keys that name secrets, at any depth (docs/contract/decision.md step 8)."""
     return {k: _clean(v) for k, v in row.items() if not is_secret_key(k)}
 
 

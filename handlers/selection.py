@@ -1,4 +1,6 @@
-"""Which action groups a turn exports (SPEC 5.7): the dominance rule and what it selected.
+"""Which action groups a turn exports: the dominance rule and what it selected.
+
+The contract: docs/contract/decision.md step 7.
 
 A group is the rows of one action (its pages in call order). When the largest group is a
 dataset and dwarfs the rest, it is exported alone (the others were lookups); otherwise every

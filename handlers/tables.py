@@ -1,4 +1,4 @@
-"""Tables the model wrote in its reply (SPEC section 5 step 6, assistant table)."""
+"""Tables the model wrote in its reply (docs/contract/decision.md step 6, assistant table)."""
 
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def _has_text(row: list[str]) -> bool:
 
 
 def without_secret_columns(table: Table) -> Table:
-    """The table without columns whose names name secrets (SPEC section 5 step 8)."""
+    """The table without columns whose names name secrets (docs/contract/decision.md step 8)."""
     keep = [i for i, name in enumerate(table.columns) if not is_secret_key(name)]
     if len(keep) == len(table.columns):
         return table

@@ -1,4 +1,4 @@
-"""The story of one turn (SPEC section 5), as pure functions of plain data.
+"""The story of one turn (docs/contract/decision.md), as pure functions of plain data.
 
 The shell reads the turn, then moves it through its phases (`handlers/phases.py`) and acts
 on each one:
@@ -63,7 +63,7 @@ from schemas.events import TurnCompleted
 from schemas.records import ExportFormat, RowSource, StateAfter
 
 # The carry-forward look-back reads at most this many messages before the turn, whatever
-# the history limit (SPEC section 5 step 4).
+# the history limit (docs/contract/decision.md step 4).
 STATE_LOOKBACK_MESSAGES = 40
 
 Authorisation = Literal["allowed", "deleted", "forbidden"]

@@ -1,4 +1,4 @@
-"""History window and tool-call pairing (SPEC section 7).
+"""History window and tool-call pairing (docs/contract/window.md).
 
 The window is what the model could still see. Cutting it, or filtering a history, can
 split a call from its result; a connector rejects a call without a result and a result

@@ -1,4 +1,7 @@
-"""Stored documents the worker reads: conversations, messages, artifacts (SPEC section 3)."""
+"""Stored documents the worker reads: conversations, messages, artifacts.
+
+The contract: docs/contract/stored-data.md.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ class ToolCall(_Stored):
 
 
 class CompactCitation(_Stored):
-    """The compacted copy of a tool result kept on the message (SPEC section 3)."""
+    """The compacted copy of a tool result kept on the message (docs/contract/stored-data.md)."""
 
     result: Any = None
     row_count: StrictInt | None = None

@@ -1,4 +1,4 @@
-"""Events that cross the queue and the topic (SPEC section 4, contract)."""
+"""Events that cross the queue and the topic (docs/contract/events.md)."""
 
 from __future__ import annotations
 

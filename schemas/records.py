@@ -1,4 +1,4 @@
-"""The turn record: the ledger's one document per processed turn (SPEC section 6, contract)."""
+"""The turn record: the ledger's one document per processed turn (docs/contract/turn-record.md)."""
 
 from __future__ import annotations
 

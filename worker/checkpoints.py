@@ -1,6 +1,6 @@
 """Named points of the publish sequence, where a test may stop or slow the worker.
 
-The handler passes each point in the order a published turn reaches it (SPEC section 9):
+The handler passes each point in the order a published turn reaches it (docs/contract/delivery.md):
 `during_blob` (after each chunk is staged, before commit), `after_blob` (committed, no record
 yet), `after_record` (record written, event not sent), `after_publish` (event sent,
 `event_sent` not yet true), `after_event_sent` (all done, the queue message not completed).

@@ -1,7 +1,7 @@
 """`export-worker`: run the worker, feed it, look into its stores, operate its dead letters.
 
 `--json` prints one JSON array on stdout and nothing else there. Exit 0 on success, 2 on a
-usage error, 1 on any other failure, each failure with one line on stderr (SPEC section 10).
+usage error, 1 on any other failure, each failure with one line on stderr (docs/contract/cli.md).
 """
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def _fail(code: int, message: str) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: one line on stderr and the exit code of SPEC section 10."""
+    """Console entry point: one line on stderr and the exit codes of docs/contract/cli.md."""
     try:
         code = cli.main(args=argv, prog_name="export-worker", standalone_mode=False)
     except click.UsageError as exc:

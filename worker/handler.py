@@ -3,8 +3,9 @@
 For one `turn.completed` message: parse it, check the ledger, then either decide (authorise,
 read the turn, move it through its phases in `handlers/turn.py`, reading each fetch round's
 artifacts) or, for a turn recorded before, decide nothing. What is decided is published by
-one loop that performs the effects `handlers/publishing.py` names, in the order of SPEC
-section 9. The runtime completes the queue message only after `handle` returns.
+one loop that performs the effects `handlers/publishing.py` names, in the order of
+docs/contract/delivery.md. The runtime completes the queue message only after `handle`
+returns.
 """
 
 from __future__ import annotations

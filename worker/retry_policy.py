@@ -5,7 +5,7 @@ Two levels, one policy. A port call that fails with a transient error (throttled
 backoff: what the Azure SDKs do inside every call, given to every adapter alike
 (`worker/call_retries.py`). Only when a call still fails does the delivery fail; the runtime
 then abandons the message with the delivery backoff, and dead-letters it once
-`max_attempts` deliveries are spent (SPEC section 9).
+`max_attempts` deliveries are spent (docs/contract/delivery.md).
 """
 
 from __future__ import annotations

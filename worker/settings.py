@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Everything the worker can be told (SPEC section 11)."""
+    """Everything the worker can be told (docs/contract/configuration.md)."""
 
     model_config = SettingsConfigDict(
         env_prefix="EXPORT_WORKER_", env_file=".env", extra="ignore", frozen=True

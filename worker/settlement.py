@@ -1,4 +1,6 @@
-"""What becomes of a queue message once its handler is done: one pure function (SPEC section 9).
+"""What becomes of a queue message once its handler is done: one pure function.
+
+The contract: docs/contract/delivery.md, "Failures".
 
 `settle(failure, delivery_count, policy)` maps how the handler ended to one fate, and
 nothing else decides it:

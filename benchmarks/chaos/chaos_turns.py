@@ -1,8 +1,8 @@
 """Generated conversations for the reliability harnesses, each turn with the outcome it must reach.
 
 `generate(turns, conversations, seed)` returns a fixture for `export-worker dev seed` (or
-`worker.testing.seeding.seed`) and, for every turn, what SPEC section 5 says must come of it. The
-mix, per conversation, in seeded random order:
+`worker.testing.seeding.seed`) and, for every turn, what docs/contract/decision.md says must
+come of it. The mix, per conversation, in seeded random order:
 
 - `direct`: lookup call plus two pages of `list_parameter_history` (parallel calls), "create
   a csv|json|xml|xlsx": published from action rows, both pages, lookup left out (dominance);

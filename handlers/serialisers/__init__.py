@@ -1,4 +1,4 @@
-"""Export files (SPEC section 8): rows in, file bytes out, one module per format.
+"""Export files (docs/contract/files.md): rows in, file bytes out, one module per format.
 
 Every serialiser takes `columns` (already made unique by `headers.unique_headers`, so the
 file's header matches the columns the caller records) and an iterable of rows aligned with

@@ -1,4 +1,4 @@
-"""SPEC section 5 step 4: clarification detection and the carry-forward state machine."""
+"""docs/contract/decision.md step 4: clarification detection and the carry-forward state machine."""
 
 from __future__ import annotations
 

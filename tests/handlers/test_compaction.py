@@ -1,4 +1,4 @@
-"""SPEC section 3: the compact citation, and the row estimate reach-back reads from it."""
+"""The compact citation, and the row estimate reach-back reads from it (stored-data.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC section 5 steps 6-8 over fetched results: grouping, de-duplication, selection, excerpts."""
+"""decision.md steps 6-8 over fetched results: grouping, de-duplication, selection, excerpts."""
 
 from __future__ import annotations
 

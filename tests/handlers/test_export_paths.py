@@ -1,4 +1,4 @@
-"""Where exports live and which artifact paths may be read (SPEC sections 3 and 8)."""
+"""Where exports live and which artifact paths may be read (stored-data.md, files.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC section 5 step 4: which format a user message requests."""
+"""docs/contract/decision.md step 4: which format a user message requests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC section 5 step 5: plain serialisation versus a request for derived output."""
+"""docs/contract/decision.md step 5: plain serialisation versus a request for derived output."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Publishing one effect at a time (SPEC section 9): order, redelivery, and crash convergence.
+"""Publishing one effect at a time (delivery.md): order, redelivery, and crash convergence.
 
 `next_effect` is pure, so every interleaving of crashes and redeliveries is played here
 without a store: a dict stands for the ledger, a list for the topic's distinct message ids.

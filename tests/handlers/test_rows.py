@@ -1,4 +1,4 @@
-"""SPEC section 5 step 6 (row extraction) and step 8 (secret keys)."""
+"""docs/contract/decision.md step 6 (row extraction) and step 8 (secret keys)."""
 
 from __future__ import annotations
 

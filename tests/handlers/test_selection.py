@@ -1,4 +1,4 @@
-"""SPEC section 5 step 7: reach-back phase 1, dominance, the source column, excerpt cells."""
+"""decision.md step 7: reach-back phase 1, dominance, the source column, excerpt cells."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Property tests: every export file parses back to the rows it was given (SPEC section 8)."""
+"""Property tests: every export file parses back to the rows it was given (files.md)."""
 
 from __future__ import annotations
 

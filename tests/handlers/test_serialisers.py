@@ -1,4 +1,4 @@
-"""Example tests for the export files (SPEC section 8): CSV, JSON, XML, XLSX and headers."""
+"""Example tests for the export files (docs/contract/files.md): CSV, JSON, XML, XLSX and headers."""
 
 from __future__ import annotations
 

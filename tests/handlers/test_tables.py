@@ -1,4 +1,4 @@
-"""SPEC section 5 step 6: the table the model wrote in its reply."""
+"""docs/contract/decision.md step 6: the table the model wrote in its reply."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The decision for one turn (SPEC section 5), driven through the pure core with plain data.
+"""The decision for one turn (decision.md), driven through the pure core with plain data.
 
 `drive` plays the shell: it feeds exactly the artifacts the core asks for and records which
 were read, so the tests can pin what is fetched as well as what is decided.

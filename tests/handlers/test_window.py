@@ -1,4 +1,4 @@
-"""Example tests for the history window and tool-call pairing (SPEC section 7, seed 001)."""
+"""Example tests for the history window and tool-call pairing (window.md, seed 001)."""
 
 from __future__ import annotations
 

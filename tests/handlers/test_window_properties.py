@@ -1,4 +1,4 @@
-"""Property tests for the window invariant over generated histories (SPEC section 7)."""
+"""Property tests for the window invariant over generated histories (docs/contract/window.md)."""
 
 from __future__ import annotations
 

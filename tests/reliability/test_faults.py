@@ -1,8 +1,9 @@
 """Transient faults on every port call: every turn still ends exactly once, with its decision.
 
-The design (SPEC section 9: transient causes retry with backoff and are never dead-lettered
-for a transient cause before `max_attempts`). At a 20% fault rate on every call a published
-turn makes about 15 port calls per delivery, so a delivery succeeds with probability
+The design (docs/contract/delivery.md: transient causes retry with backoff and are never
+dead-lettered for a transient cause before `max_attempts`). At a 20% fault rate on every
+call a published turn makes about 15 port calls per delivery, so a delivery succeeds with
+probability
 0.8**15 = 0.035: retrying whole deliveries alone would dead-letter 0.965**5 = 84% of the
 turns at `max_attempts` 5 (and would need about 390 attempts to bring that under 1e-6).
 So transient errors are absorbed where the Azure SDKs absorb them, per call:

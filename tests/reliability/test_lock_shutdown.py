@@ -1,5 +1,5 @@
 """Locks and shutdown: a turn slower than the lock still completes once; SIGTERM never
-leaves a turn half-published (SPEC section 9).
+leaves a turn half-published (docs/contract/delivery.md).
 
 Lock expiry is wall-clock time on the local queue, so these tests wait for real, but only
 fractions of a second: the lock lasts 0.3 s and the slow turn 1.2 s.

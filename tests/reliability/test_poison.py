@@ -1,6 +1,6 @@
 """The poison corpus: bad input of every kind, through `export-worker send` and the stores.
 
-Every kind ends as SPEC section 9 says (dead-lettered with its reason, or a recorded
+Every kind ends as docs/contract/delivery.md says (dead-lettered with its reason, or a recorded
 decision), the worker never exits, and the good turns queued between the bad ones are all
 published. The whole corpus runs through ONE home and ONE `run --drain`: it is seeded with
 `dev seed` (documents, JSON artifacts), a few blobs are written as raw bytes (what no JSON

@@ -1,4 +1,4 @@
-"""The runtime maps each outcome to one settlement, in one place (SPEC section 9)."""
+"""The runtime maps each outcome to one settlement, in one place (docs/contract/delivery.md)."""
 
 from __future__ import annotations
 

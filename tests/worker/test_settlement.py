@@ -1,4 +1,4 @@
-"""Each way a handler ends maps to one fate (SPEC section 9), decided without asyncio."""
+"""Each way a handler ends maps to one fate (docs/contract/delivery.md), decided without asyncio."""
 
 from __future__ import annotations
 

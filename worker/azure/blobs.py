@@ -1,4 +1,4 @@
-"""Blob Storage adapter of the `Blobs` port. Paths read `container/name` (SPEC section 3).
+"""Blob Storage adapter of the `Blobs` port. Paths read `container/name` (stored-data.md).
 
 Exports are written as block blobs: blocks are staged as bytes arrive and the whole blob
 appears at once on `commit` (Put Block List). Until then readers see the previous blob or

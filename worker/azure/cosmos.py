@@ -1,4 +1,6 @@
-"""Cosmos DB adapters of the `ConversationStore` and `Ledger` ports (SPEC sections 3 and 6).
+"""Cosmos DB adapters of the `ConversationStore` and `Ledger` ports.
+
+The documents: docs/contract/stored-data.md and turn-record.md.
 
 Containers and partition keys: conversations `/id`, messages `/conversation_id`, turns
 `/conversation_id`. Reads are point reads or parameterised queries; every query that can

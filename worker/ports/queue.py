@@ -33,7 +33,7 @@ class QueueMessage:
 
 @dataclass(frozen=True)
 class DeadLetteredMessage:
-    """A message in the dead-letter queue, as `dlq list` shows it (SPEC section 10)."""
+    """A message in the dead-letter queue, as `dlq list` shows it (docs/contract/cli.md)."""
 
     sequence_number: int
     message_id: str

@@ -11,7 +11,7 @@ How a call fails follows its declared effect (`worker/ports/calls.py`): a call t
 nothing, or only acquires a lock, fails before it reaches the service; a call that writes
 fails either before, or after the service applied it (the reply was lost), half of each, so
 the retry that follows repeats an effect that already happened, which is what idempotent
-publishing must absorb (SPEC section 9); a release never fails.
+publishing must absorb (docs/contract/delivery.md); a release never fails.
 
 Reliability tests only: the CLI passes it to `open_backend` when `EXPORT_WORKER_FAULT_RATE`
 is above 0 (`worker/testing/settings.py`), and says so in a warning at start.

@@ -1,7 +1,7 @@
 """Loading fixtures into any backend: `dev seed`, the tests, and users' own tests.
 
 A fixture is `{"conversations": [...], "messages": [...], "artifacts": {"path": value},
-"events": [...]}` (SPEC section 10). Events are enqueued in order exactly as given, invalid
+"events": [...]}` (docs/contract/cli.md). Events are enqueued in order exactly as given, invalid
 ones included; a string event stands for a raw body (one that need not be JSON at all).
 
 Writing the chat service's documents, writing a small blob in one call and listing the
