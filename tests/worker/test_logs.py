@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +16,11 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.e2e.cli_driver import FIXTURES, Cli
 from worker import cli, logs
 from worker.ports import Backend, BlobInfo, BlobUpload
 
 SECRET = "SECRET-ROW-7f3a9c"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 
 
 @pytest.fixture(autouse=True)
@@ -205,8 +208,12 @@ def test_a_fatal_start_up_error_of_run_is_a_json_line_and_one_stderr_line(
 ) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
-    worker = Cli(home=tmp_path, extra_env={"EXPORT_WORKER_HOME": str(blocker / "home")})
-    proc = worker.run("run", "--drain", check=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_WORKER_")}
+    env.update(EXPORT_WORKER_BACKEND="local", EXPORT_WORKER_HOME=str(blocker / "home"))
+    script = Path(sys.executable).with_name("export-worker")
+    proc = subprocess.run(
+        [str(script), "run", "--drain"], cwd=tmp_path, env=env, capture_output=True, timeout=120
+    )
     assert proc.returncode == 1
     err = proc.stderr.decode().splitlines()
     assert err[-1].startswith("export-worker: ")
