@@ -49,9 +49,10 @@ class Settings(BaseSettings):
     # Functions trigger's maxAutoLockRenewalDuration).
     max_lock_renewal_seconds: float = Field(3600.0, gt=0)
 
-    # Operations (docs/operations.md): /healthz, /readyz and /metrics on this port (0: off).
+    # Operations (docs/operations.md): /healthz, /readyz and /metrics on this port (0: off),
+    # on loopback unless told otherwise (the image listens on 0.0.0.0).
     http_port: int = Field(0, ge=0, le=65535)
-    http_host: str = "0.0.0.0"
+    http_host: str = "127.0.0.1"
     # Log level when no --log-level is given (debug, info, warning, error, critical).
     log_level: LogLevel | None = None
 

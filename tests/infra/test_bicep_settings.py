@@ -152,6 +152,8 @@ def test_probes_check_health_and_readiness_on_the_port_the_image_listens_on() ->
         "Readiness": {"path": "/readyz", "port": port},
     }
     assert f"EXPOSE {port}" in DOCKERFILE.read_text(encoding="utf-8")
+    # The code listens on loopback by default; probes come from outside the container.
+    assert dockerfile_env()["EXPORT_WORKER_HTTP_HOST"] == "0.0.0.0"
 
 
 def test_the_log_level_parameter_allows_exactly_the_levels_the_setting_accepts() -> None:
