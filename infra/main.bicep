@@ -17,7 +17,7 @@ targetScope = 'resourceGroup'
 @description('Region of every resource.')
 param location string = resourceGroup().location
 
-@description('Short name prefix: lowercase letters and digits, starting with a letter (globally unique names get a suffix).')
+@description('Short name prefix: 3 to 11 lowercase letters and digits, starting with a letter (the storage account adds a 13-character suffix and allows 24).')
 @minLength(3)
 @maxLength(11)
 param prefix string = 'turnexport'
@@ -44,6 +44,8 @@ param topicName string = 'export-published'
 @description('Subscription created on the topic for the chat service; empty for none.')
 param publishedSubscriptionName string = 'chat-service'
 
+// The worker's settings below default to worker/settings.py's defaults (a test parses this
+// file and fails when they disagree); change them here only to tune a deployment.
 @description('Worker attempts before it dead-letters with its own reason (EXPORT_WORKER_MAX_ATTEMPTS).')
 @minValue(1)
 param maxAttempts int = 5
@@ -57,12 +59,36 @@ param maxDeliveryCount int = 10
 @maxValue(570)
 param shutdownGraceSeconds int = 30
 
-@description('Session workers per replica (EXPORT_WORKER_CONCURRENCY): turns of different conversations handled at once.')
+@description('Session workers per replica (EXPORT_WORKER_CONCURRENCY; the Functions trigger\'s maxConcurrentSessions): turns of different conversations handled at once.')
 @minValue(1)
 param concurrencyPerReplica int = 4
 
-@description('Seconds a session worker waits for the next message of its conversation before taking another (EXPORT_WORKER_SESSION_IDLE_SECONDS).')
-param sessionIdleSeconds string = '1.0'
+@description('Seconds a session worker waits for the next message of its conversation before taking another (EXPORT_WORKER_SESSION_IDLE_SECONDS; the Functions trigger\'s sessionIdleTimeout). A decimal number as text: Bicep has no floats.')
+param sessionIdleSeconds string = '0.2'
+
+@description('Seconds a received message and its session stay locked without renewal: the queue\'s lockDuration and EXPORT_WORKER_LOCK_DURATION_SECONDS (the worker renews every third of it).')
+@minValue(5)
+@maxValue(300)
+param lockDurationSeconds int = 60
+
+@description('Seconds a session lock is renewed at most (EXPORT_WORKER_MAX_LOCK_RENEWAL_SECONDS; the Functions trigger\'s maxAutoLockRenewalDuration): longer than the longest export.')
+@minValue(60)
+param maxLockRenewalSeconds int = 3600
+
+@description('Port of /healthz, /readyz and /metrics in the container (EXPORT_WORKER_HTTP_PORT; the image sets the same).')
+@minValue(1)
+@maxValue(65535)
+param httpPort int = 8080
+
+@description('Worker log level (EXPORT_WORKER_LOG_LEVEL); `run` logs at info when unset.')
+@allowed([
+  'debug'
+  'info'
+  'warning'
+  'error'
+  'critical'
+])
+param logLevel string = 'info'
 
 @description('Replicas when the queue is empty (0 scales to zero; 1 avoids a cold start on the first turn).')
 @minValue(0)
@@ -98,11 +124,23 @@ param operatorsPrincipalId string = ''
 @minValue(30)
 param logRetentionDays int = 30
 
+@description('Resource id of an existing action group the alerts notify; empty to create one for alertEmail.')
+param actionGroupId string = ''
+
+@description('E-mail address of the action group created when actionGroupId is empty; with both empty, alerts fire without notifying anyone.')
+param alertEmail string = ''
+
 // ---------------------------------------------------------------------------------------------
 // Names and built-in role ids
 // ---------------------------------------------------------------------------------------------
 var suffix = uniqueString(resourceGroup().id, prefix)
-var base = toLower(prefix)
+// Bicep has no pattern decorator: the prefix's alphabet is checked here, and fail() stops
+// the deployment before a name Azure would reject half-way through (storage accounts take
+// lowercase letters and digits only).
+var letters = 'abcdefghijklmnopqrstuvwxyz'
+var prefixChars = map(range(0, length(prefix)), i => substring(prefix, i, 1))
+var prefixIsValid = contains(letters, first(prefix)) && empty(filter(prefixChars, c => !contains('${letters}0123456789', c)))
+var base = prefixIsValid ? prefix : fail('prefix: lowercase letters and digits only, starting with a letter')
 var databaseName = 'chat'
 var artifactsContainerName = 'artifacts'
 var exportsContainerName = 'exports'
@@ -159,8 +197,8 @@ resource turnQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' =
   name: queueName
   properties: {
     requiresSession: true
-    // The worker renews every lockDuration/3 (EXPORT_WORKER_LOCK_DURATION_SECONDS below).
-    lockDuration: 'PT1M'
+    // The worker renews every third of it: one parameter for both (workerSettings below).
+    lockDuration: 'PT${lockDurationSeconds}S'
     maxDeliveryCount: maxDeliveryCount
     deadLetteringOnMessageExpiration: true
     defaultMessageTimeToLive: 'P14D'
@@ -196,6 +234,9 @@ resource publishedSubscription 'Microsoft.ServiceBus/namespaces/topics/subscript
 // Blob Storage
 // ---------------------------------------------------------------------------------------------
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
+  // checkov:skip=CKV_AZURE_43: the name is computed, which the check cannot evaluate: the validated prefix (3-11 lowercase letters and digits) plus uniqueString (13 lowercase letters and digits), cut to 24
+  // checkov:skip=CKV_AZURE_35: networking is out of scope (infra/README.md): the worker on the Consumption profile has no fixed address or VNet; every call is Entra ID only, shared keys are off
+  // checkov:skip=CKV_AZURE_206: exports are derived (a replay rewrites them) and expire; artifacts stand in for the chat service's own storage, whose redundancy is that service's choice
   name: take('${base}${suffix}', 24)
   location: location
   kind: 'StorageV2'
@@ -269,12 +310,16 @@ resource exportsLifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@
 // Cosmos DB
 // ---------------------------------------------------------------------------------------------
 resource cosmos 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
+  // checkov:skip=CKV_AZURE_101: networking is out of scope (infra/README.md): the worker on the Consumption profile has no VNet; every call is Entra ID only, key auth is off
+  // checkov:skip=CKV_AZURE_99: same reason: no IP or VNet rule can admit the worker without VNet integration
   name: '${base}-cosmos-${suffix}'
   location: location
   kind: 'GlobalDocumentDB'
   properties: {
     databaseAccountOfferType: 'Standard'
     disableLocalAuth: true
+    // Databases and containers change through ARM (this template) only, never with keys.
+    disableKeyBasedMetadataWriteAccess: true
     consistencyPolicy: {
       defaultConsistencyLevel: 'Session'
     }
@@ -549,28 +594,46 @@ var registries = empty(registryName) ? [] : [
   }
 ]
 
-var workerEnv = [
-  { name: 'EXPORT_WORKER_BACKEND', value: 'azure' }
+// Every EXPORT_WORKER_* setting the app gets, in one place, from parameters and names known
+// before the deployment starts (a for-expression needs that). Each equals its default in
+// worker/settings.py except BACKEND, HTTP_PORT (as the image) and LOG_LEVEL (as `run`);
+// tests/infra/test_bicep_settings.py fails when they drift apart.
+var workerSettings = {
+  BACKEND: 'azure'
+  QUEUE_NAME: queueName
+  TOPIC_NAME: topicName
+  ARTIFACTS_CONTAINER: artifactsContainerName
+  EXPORTS_CONTAINER: exportsContainerName
+  COSMOS_DATABASE: databaseName
+  CONVERSATIONS_CONTAINER: 'conversations'
+  MESSAGES_CONTAINER: 'messages'
+  TURNS_CONTAINER: 'turns'
+  COSMOS_CREATE_RESOURCES: 'false'
+  MAX_ATTEMPTS: string(maxAttempts)
+  CONCURRENCY: string(concurrencyPerReplica)
+  SESSION_IDLE_SECONDS: sessionIdleSeconds
+  LOCK_DURATION_SECONDS: string(lockDurationSeconds)
+  MAX_LOCK_RENEWAL_SECONDS: string(maxLockRenewalSeconds)
+  SHUTDOWN_GRACE_SECONDS: string(shutdownGraceSeconds)
+  HTTP_PORT: string(httpPort)
+  LOG_LEVEL: logLevel
+}
+
+var workerSettingsEnv = [for setting in items(workerSettings): {
+  name: 'EXPORT_WORKER_${setting.key}'
+  value: setting.value
+}]
+
+// Where the services are: known once they exist.
+var workerEndpointsEnv = [
   // Two identities are attached: DefaultAzureCredential must pick the worker's.
   { name: 'AZURE_CLIENT_ID', value: workerIdentity.properties.clientId }
   { name: 'EXPORT_WORKER_SERVICEBUS_NAMESPACE', value: '${serviceBus.name}.servicebus.windows.net' }
-  { name: 'EXPORT_WORKER_QUEUE_NAME', value: queueName }
-  { name: 'EXPORT_WORKER_TOPIC_NAME', value: topicName }
   { name: 'EXPORT_WORKER_BLOB_ACCOUNT_URL', value: storage.properties.primaryEndpoints.blob }
-  { name: 'EXPORT_WORKER_ARTIFACTS_CONTAINER', value: artifactsContainerName }
-  { name: 'EXPORT_WORKER_EXPORTS_CONTAINER', value: exportsContainerName }
   { name: 'EXPORT_WORKER_COSMOS_ENDPOINT', value: cosmos.properties.documentEndpoint }
-  { name: 'EXPORT_WORKER_COSMOS_DATABASE', value: databaseName }
-  { name: 'EXPORT_WORKER_CONVERSATIONS_CONTAINER', value: 'conversations' }
-  { name: 'EXPORT_WORKER_MESSAGES_CONTAINER', value: 'messages' }
-  { name: 'EXPORT_WORKER_TURNS_CONTAINER', value: 'turns' }
-  { name: 'EXPORT_WORKER_COSMOS_CREATE_RESOURCES', value: 'false' }
-  { name: 'EXPORT_WORKER_MAX_ATTEMPTS', value: string(maxAttempts) }
-  { name: 'EXPORT_WORKER_CONCURRENCY', value: string(concurrencyPerReplica) }
-  { name: 'EXPORT_WORKER_SESSION_IDLE_SECONDS', value: sessionIdleSeconds }
-  { name: 'EXPORT_WORKER_LOCK_DURATION_SECONDS', value: '60' }
-  { name: 'EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS', value: string(shutdownGraceSeconds) }
 ]
+
+var workerEnv = concat(workerEndpointsEnv, workerSettingsEnv)
 
 resource worker 'Microsoft.App/containerApps@2025-01-01' = {
   name: '${base}-worker'
@@ -587,7 +650,8 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
     workloadProfileName: 'Consumption'
     configuration: {
       activeRevisionsMode: 'Single'
-      // No ingress: a queue consumer takes no requests.
+      // No ingress: a queue consumer takes no requests. The probes below reach the
+      // container's port directly.
       identitySettings: [
         {
           identity: workerIdentity.id
@@ -613,6 +677,32 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
             memory: memory
           }
           env: workerEnv
+          // /healthz fails when the receive loop is hung (restart); /readyz until the
+          // adapters are open and reachable (docs/operations.md, "Health endpoints").
+          probes: [
+            {
+              type: 'Liveness'
+              httpGet: {
+                path: '/healthz'
+                port: httpPort
+              }
+              initialDelaySeconds: 10
+              periodSeconds: 15
+              timeoutSeconds: 5
+              failureThreshold: 4
+            }
+            {
+              type: 'Readiness'
+              httpGet: {
+                path: '/readyz'
+                port: httpPort
+              }
+              initialDelaySeconds: 5
+              periodSeconds: 10
+              timeoutSeconds: 5
+              failureThreshold: 3
+            }
+          ]
         }
       ]
       scale: {
@@ -645,6 +735,202 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
     workerWritesTurns
     scalerOwnsQueue
     workerPullsImage
+  ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Monitoring: diagnostic settings to the workspace, alerts, who they notify
+// ---------------------------------------------------------------------------------------------
+resource serviceBusDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: serviceBus
+  properties: {
+    workspaceId: logs.id
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
+  }
+}
+
+resource storageDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: storage
+  properties: {
+    workspaceId: logs.id
+    metrics: [
+      {
+        category: 'Transaction'
+        enabled: true
+      }
+    ]
+  }
+}
+
+// Blob reads and writes (artifact fetches, export uploads): who, which path, what status.
+resource blobDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: blobService
+  properties: {
+    workspaceId: logs.id
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'Transaction'
+        enabled: true
+      }
+    ]
+  }
+}
+
+resource cosmosDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: cosmos
+  properties: {
+    workspaceId: logs.id
+    // Resource-specific tables (CDBDataPlaneRequests, ...) rather than AzureDiagnostics.
+    logAnalyticsDestinationType: 'Dedicated'
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'Requests'
+        enabled: true
+      }
+    ]
+  }
+}
+
+var createActionGroup = empty(actionGroupId) && !empty(alertEmail)
+var alertGroupName = '${base}-alerts'
+
+resource alertGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (createActionGroup) {
+  name: alertGroupName
+  location: 'global'
+  properties: {
+    groupShortName: take(alertGroupName, 12)
+    enabled: true
+    emailReceivers: [
+      {
+        name: 'operators'
+        emailAddress: alertEmail
+        useCommonAlertSchema: true
+      }
+    ]
+  }
+}
+
+var createdAlertGroupIds = createActionGroup ? [resourceId('Microsoft.Insights/actionGroups', alertGroupName)] : []
+var alertGroupIds = empty(actionGroupId) ? createdAlertGroupIds : [actionGroupId]
+
+// Counts the broker's dead-lettering too (MaxDeliveryCountExceeded, expiry), which the
+// worker never sees. Fires while the dead-letter queue is not empty.
+resource deadLetterAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
+  name: '${base}-dead-letters'
+  location: 'global'
+  properties: {
+    description: 'Messages wait in the ${queueName} dead-letter queue: list them with `export-worker dlq list` (docs/operations.md, one section per reason).'
+    severity: 2
+    enabled: true
+    scopes: [
+      serviceBus.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'dead-lettered-messages'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'DeadletteredMessages'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                queueName
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          timeAggregation: 'Average'
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: [for id in alertGroupIds: {
+      actionGroupId: id
+    }]
+  }
+  dependsOn: [
+    alertGroup
+  ]
+}
+
+// A handler_error dead letter is a bug: one is enough to page. Read from the worker's own
+// JSON log line (the metric above cannot tell reasons apart).
+var handlerErrorQuery = join([
+  'ContainerAppConsoleLogs_CL'
+  '| where ContainerAppName_s == "${worker.name}"'
+  '| extend e = parse_json(Log_s)'
+  '| where tostring(e.event) == "message_dead_lettered" and tostring(e.reason) == "handler_error"'
+], '\n')
+
+resource handlerErrorAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: '${base}-handler-errors'
+  location: location
+  properties: {
+    displayName: '${base}: handler_error dead letters'
+    description: 'The worker dead-lettered a turn as handler_error (a bug): `export-worker dlq list --reason handler_error`, then docs/operations.md.'
+    severity: 1
+    enabled: true
+    scopes: [
+      logs.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    // The console log table appears with the first log line; the rule must not wait for it.
+    skipQueryValidation: true
+    criteria: {
+      allOf: [
+        {
+          query: handlerErrorQuery
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: alertGroupIds
+    }
+  }
+  dependsOn: [
+    alertGroup
   ]
 }
 

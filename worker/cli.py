@@ -82,7 +82,7 @@ def _show(
 def cli(ctx: click.Context, log_level: str | None) -> None:
     """Turn a chat agent's retrieved data into the file the user asked for."""
     ctx.obj = log_level
-    logs.configure(level=log_level or "warning")
+    logs.configure(level=log_level, default="warning")
 
 
 # --------------------------------------------------------------------------------------
@@ -92,7 +92,7 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 @click.pass_context
 def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
     """Consume turn.completed events until stopped (SIGTERM/SIGINT) or drained."""
-    logs.configure(level=ctx.obj or "info")
+    logs.configure(level=ctx.obj, default="info")
     checkpoint = HarnessSettings().checkpoint()  # no_checkpoint unless a harness asks
 
     async def work(backend: Backend, settings: Settings) -> None:
@@ -107,7 +107,12 @@ def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
         )
         await runtime.run(drain=drain)
 
-    _with_backend(work)
+    try:
+        _with_backend(work)
+    except Exception as exc:
+        # A crash loop must show in a JSON log query too, not only in main()'s stderr line.
+        logs.get_logger().critical("worker_failed", exc_info=exc)
+        raise
 
 
 @cli.command()

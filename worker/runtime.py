@@ -201,8 +201,9 @@ class Runtime:
                 self.stats.retried += 1
             case DeadLetter(reason=reason, description=description):
                 if reason == "handler_error":
-                    # A bug: its type and where it was raised, never its message (row data).
-                    self._log.error("handler_failed", error=description)
+                    # A bug: the log renders its type and frames, never its message (row
+                    # data may be in it: worker/logs.py).
+                    self._log.error("handler_failed", error=description, exc_info=failure)
                 await session.dead_letter(message, reason, description)
                 self.stats.dead_lettered += 1
                 self._log.warning("message_dead_lettered", reason=reason)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import BeforeValidator, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Annotated[
+    Literal["debug", "info", "warning", "error", "critical"],
+    BeforeValidator(lambda v: v.lower() if isinstance(v, str) else v),
+]
 
 
 class Settings(BaseSettings):
@@ -36,6 +41,16 @@ class Settings(BaseSettings):
     lock_duration_seconds: float = Field(60.0, gt=0)
     # How long a session worker waits for the next message before releasing the session.
     session_idle_seconds: float = Field(0.2, gt=0)
+    # How long one session's lock is renewed at most: longer than the longest export (the
+    # Functions trigger's maxAutoLockRenewalDuration).
+    max_lock_renewal_seconds: float = Field(3600.0, gt=0)
+
+    # Operations (docs/operations.md): /healthz, /readyz and /metrics on this port (0: off),
+    # on loopback unless told otherwise (the image listens on 0.0.0.0).
+    http_port: int = Field(0, ge=0, le=65535)
+    http_host: str = "127.0.0.1"
+    # Log level when no --log-level is given (debug, info, warning, error, critical).
+    log_level: LogLevel | None = None
 
     artifacts_container: str = "artifacts"
     exports_container: str = "exports"

@@ -1,0 +1,157 @@
+"""Traces: a span per turn continuing the sender's trace, child spans, the outgoing context."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from worker import tracing
+from worker.tracing import Tracing, configure_tracing, from_provider
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+SENDER_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{SENDER_SPAN}-01"
+SECRET = "SECRET-ROW-7f3a9c"
+
+
+@pytest.fixture
+def spans() -> Iterator[tuple[Tracing, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield from_provider(provider), exporter
+    provider.shutdown()
+
+
+IDS = {"conversation_id": "conv_1", "turn_id": "turn_1", "event_id": "evt_1"}
+
+
+def test_a_turn_continues_the_senders_trace_with_its_ids_and_child_steps(spans: Any) -> None:
+    trace, exporter = spans
+    with trace.turn({"traceparent": TRACEPARENT}, message_id="m1", **IDS) as span:
+        for step in ("read", "fetch", "upload", "publish"):
+            with trace.step(step):
+                pass
+        span.annotate(export_id="exp_1", decision="published")
+    finished = {s.name: s for s in exporter.get_finished_spans()}
+    turn = finished["turn"]
+    assert f"{turn.context.trace_id:032x}" == TRACE_ID
+    assert f"{turn.parent.span_id:016x}" == SENDER_SPAN
+    assert turn.kind == SpanKind.CONSUMER
+    assert {k: turn.attributes[f"export_worker.{k}"] for k in (*IDS, "export_id")} == {
+        **IDS, "export_id": "exp_1"
+    }
+    assert turn.attributes["messaging.message.id"] == "m1"
+    for step in ("read", "fetch", "upload", "publish"):
+        assert finished[step].parent.span_id == turn.context.span_id
+    assert finished["publish"].kind == SpanKind.PRODUCER
+
+
+def test_the_service_bus_diagnostic_id_is_continued_when_there_is_no_traceparent(
+    spans: Any,
+) -> None:
+    trace, exporter = spans
+    with trace.turn({"Diagnostic-Id": TRACEPARENT.encode()}, **IDS):
+        pass
+    (turn,) = exporter.get_finished_spans()
+    assert f"{turn.context.trace_id:032x}" == TRACE_ID
+
+
+def test_a_message_without_trace_context_starts_a_new_trace(spans: Any) -> None:
+    trace, exporter = spans
+    with trace.turn({}, **IDS):
+        pass
+    (turn,) = exporter.get_finished_spans()
+    assert turn.parent is None
+
+
+def test_export_published_gets_the_current_traceparent_and_diagnostic_id(spans: Any) -> None:
+    trace, exporter = spans
+    with trace.turn({"traceparent": TRACEPARENT}, **IDS), trace.step("publish"):
+        properties = trace.outgoing({"replay_count": 1})
+    publish = next(s for s in exporter.get_finished_spans() if s.name == "publish")
+    expected = f"00-{TRACE_ID}-{publish.context.span_id:016x}-01"
+    assert properties == {"replay_count": 1, "traceparent": expected, "Diagnostic-Id": expected}
+
+
+def test_a_failing_step_is_an_error_span_that_records_the_type_never_the_message(
+    spans: Any,
+) -> None:
+    trace, exporter = spans
+    with pytest.raises(ValueError), trace.turn({}, **IDS), trace.step("upload"):
+        raise ValueError(f"cannot write {SECRET}")
+    for span in exporter.get_finished_spans():
+        assert span.status.status_code == StatusCode.ERROR
+        assert span.attributes["exception.type"] == "ValueError"
+        assert SECRET not in repr(span.to_json())
+        assert span.events == ()
+
+
+def test_without_a_tracer_every_call_is_a_no_op() -> None:
+    trace = Tracing()
+    with trace.turn({"traceparent": TRACEPARENT}, **IDS) as span, trace.step("read"):
+        span.annotate(export_id="exp_1")
+        assert trace.outgoing({"a": 1}) == {"a": 1}
+    assert not trace.enabled
+
+
+def test_nothing_is_traced_unless_an_exporter_is_configured() -> None:
+    assert not configure_tracing({}).enabled
+    assert not configure_tracing({"OTEL_TRACES_EXPORTER": "none"}).enabled
+    disabled = {"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}
+    assert not configure_tracing(disabled).enabled
+
+
+def test_the_standard_variables_choose_the_exporter() -> None:
+    console = configure_tracing({"OTEL_TRACES_EXPORTER": "console"})
+    otlp = configure_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    try:
+        assert console.enabled and otlp.enabled
+        exporters = [
+            type(p.span_exporter).__name__
+            for t in (console, otlp)
+            for p in t._provider._active_span_processor._span_processors
+        ]
+        assert exporters == ["ConsoleSpanExporter", "OTLPSpanExporter"]
+    finally:
+        console.close()
+        otlp.close()
+
+
+def test_azure_monitor_is_configured_when_its_distro_and_connection_string_are_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    distro = type(sys)("azure.monitor.opentelemetry")
+    distro.configure_azure_monitor = lambda: calls.append("configured")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "azure.monitor.opentelemetry", distro)
+    traced = configure_tracing({"APPLICATIONINSIGHTS_CONNECTION_STRING": "InstrumentationKey=x"})
+    assert traced.enabled and calls == ["configured"]
+
+
+def test_the_module_works_without_opentelemetry_installed() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
+        from worker.tracing import configure_tracing
+        trace = configure_tracing({"OTEL_TRACES_EXPORTER": "console"})
+        with trace.turn({}, conversation_id="c", turn_id="t", event_id="e"), trace.step("read"):
+            pass
+        print(trace.enabled, trace.outgoing({}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "False {}"
+    assert tracing.SERVICE_NAME == "turn-export-worker"
