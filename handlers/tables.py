@@ -209,7 +209,7 @@ def _csv_record(lines: list[str | None], index: int) -> _Record | None:
     if line is None or not _is_row_like(line):
         return None
     record = _read_csv(lines, index)
-    if record is None or len(record.cells) < 2 and not _is_elision(record.cells):
+    if record is None or (len(record.cells) < 2 and not _is_elision(record.cells)):
         # One field is no row, but an elided-rows marker (`...`) may sit inside a block.
         return None
     return None if _is_prose(record) else record
@@ -335,4 +335,3 @@ def without_secret_columns(table: Table) -> Table:
         columns=tuple(table.columns[i] for i in keep),
         rows=tuple(tuple(row[i] for i in keep if i < len(row)) for row in table.rows),
     )
-

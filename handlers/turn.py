@@ -33,7 +33,9 @@ from handlers.export_paths import (
 )
 from handlers.file_layout import Layout, layout
 from handlers.passthrough import is_derived_request
-from handlers.reach_back import reach_back
+from handlers.rationale import Considered
+from handlers.reach_back import scan
+from handlers.relevance import subject_words
 from handlers.selection import ResultRef, Selection, dominates
 from handlers.tables import Table, find_table, without_secret_columns
 from handlers.window import history_window, paired_calls, split_turns
@@ -45,7 +47,14 @@ from schemas.documents import (
     UserMessage,
 )
 from schemas.events import TurnCompleted
-from schemas.records import Decision, ExportFormat, RequestFormat, RowSource, StateAfter
+from schemas.records import (
+    Decision,
+    ExportFormat,
+    ExportSelection,
+    RequestFormat,
+    RowSource,
+    StateAfter,
+)
 
 # The carry-forward look-back reads at most this many messages before the turn, whatever
 # the history limit (SPEC section 5 step 4).
@@ -113,6 +122,8 @@ class NeedRows:
     # the dominant group's real rows do not confirm it (`deferred_rows` bounds their rows).
     deferred: tuple[ResultRef, ...] = field(default=())
     deferred_rows: int = 0
+    # The groups weighed and the request's subject words: why the rows will be chosen.
+    considered: Considered = field(default_factory=Considered)
 
 
 @dataclass(frozen=True)
@@ -128,6 +139,7 @@ class ExportPlan:
     table: Table | None  # exported when row_source is assistant_table
     selection: Selection | None  # exported when rows came from actions
     layout: Layout  # the header and what the record says of the rows
+    why: ExportSelection | None = None  # the record's `export.selection`
 
 
 Outcome = Finished | NeedRows | ExportPlan
@@ -170,14 +182,16 @@ def decide(inp: TurnInput) -> Outcome:
     assert fmt in ("csv", "json", "xml", "xlsx")
 
     table = find_table(reply.content or "") if reply is not None else None
+    # paired_calls pairs what it is given: the turn's own messages need no pairing first.
+    current_refs = [r for r in _result_refs(_visible(current)) if r.artifact is not None]
+    considered = Considered.current_turn(current_refs, subject_words(step.request_text))
     if is_derived_request(step.request_text):
         # Derived output may only come from a table the model composed: no raw rows.
         if table is None:
             return Finished("derived_output_without_table", facts)
-        return _plan(inp, facts, fmt, "assistant_table", table=table, selection=None)
+        why = considered.record("assistant_table", {}, ())
+        return _plan(inp, facts, fmt, "assistant_table", table=table, selection=None, why=why)
 
-    # paired_calls pairs what it is given: the turn's own messages need no pairing first.
-    current_refs = [r for r in _result_refs(_visible(current)) if r.artifact is not None]
     window_refs = _result_refs(history_window(_visible(earlier), inp.history_limit))
     fetch, deferred, deferred_rows = _dominant_first(current_refs)
     return NeedRows(
@@ -191,6 +205,7 @@ def decide(inp: TurnInput) -> Outcome:
         input=inp,
         deferred=_confined(inp, deferred),
         deferred_rows=deferred_rows,
+        considered=considered,
     )
 
 
@@ -202,25 +217,34 @@ def after_rows(need: NeedRows) -> Outcome:
         # The citations overstated the dominant group: read the others after all.
         return replace(need, fetch=need.deferred, deferred=(), deferred_rows=0)
     has_rows = selection.row_count > 0
+    counts, considered = need.collector.counts(), need.considered
     if need.table is not None and need.row_source == "action_rows":
         if has_rows and need.collector.table_is_excerpt(selection):
-            return _plan(need.input, need.facts, need.export_format, "action_rows", None, selection)
+            why = considered.record("excerpt_replaced", counts, selection.actions)
+            return _plan(
+                need.input, need.facts, need.export_format, "action_rows", None, selection, why
+            )
+        why = considered.record("assistant_table", counts, ())
         return _plan(
-            need.input, need.facts, need.export_format, "assistant_table", need.table, None
+            need.input, need.facts, need.export_format, "assistant_table", need.table, None, why
         )
     if has_rows:
-        return _plan(need.input, need.facts, need.export_format, need.row_source, None, selection)
+        why = considered.record(considered.rule_for(selection, counts), counts, selection.actions)
+        return _plan(
+            need.input, need.facts, need.export_format, need.row_source, None, selection, why
+        )
     if need.row_source == "action_rows":
-        picked = reach_back(need.window_refs)
-        if picked:
+        window = scan(need.window_refs, considered.subject)
+        if window.picked:
             return NeedRows(
                 facts=need.facts,
                 export_format=need.export_format,
-                fetch=_confined(need.input, picked),
+                fetch=_confined(need.input, window.picked),
                 collector=RowCollector(None),
                 row_source="prior_turn",
                 table=None,
                 input=need.input,
+                considered=considered.reached_back(window),
             )
     return Finished("no_rows", need.facts)
 
@@ -285,6 +309,7 @@ def _result_refs(messages: Sequence[Message]) -> list[ResultRef]:
                 artifact=pc.result.artifact,
                 citation=pc.result.citation,
                 order=order,
+                arguments=pc.call.arguments,
             )
         )
     return refs
@@ -332,6 +357,7 @@ def _plan(
     source: RowSource,
     table: Table | None,
     selection: Selection | None,
+    why: ExportSelection | None = None,
 ) -> ExportPlan:
     event = inp.event
     action = None
@@ -353,4 +379,5 @@ def _plan(
         table=table,
         selection=selection,
         layout=layout(fmt, table, selection),
+        why=why,
     )

@@ -224,6 +224,7 @@ class TurnHandler:
             bytes=written.bytes,
             sha256=written.sha256,
             truncated=shape.truncated,
+            selection=plan.why,
         )
         record = await self._record(event, "published", plan.facts, entry, log)
         return await self._announce(record, log)

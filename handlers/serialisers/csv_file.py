@@ -2,9 +2,10 @@
 
 Cells that a spreadsheet would run as a formula are neutralised with a leading `'`: text
 starting (after spaces) with `=`, `+`, `-`, `@`, tab or CR, unless the whole text is a plain
-number such as `-12.5`, `+1e5` or `-1,234.50` (digits before the point grouped in threes). Only ASCII digits count as a number: a spreadsheet does
-not read other scripts' digits as one, so such a cell is neutralised to be safe. The header
-row is neutralised too, since a column name is as untrusted as a value.
+number such as `-12.5`, `+1e5` or `-1,234.50` (digits before the point grouped in threes).
+Only ASCII digits count as a number: a spreadsheet does not read other scripts' digits as
+one, so such a cell is neutralised to be safe. The header row is neutralised too, since a
+column name is as untrusted as a value.
 
 Values: None is empty, booleans are `true`/`false`, numbers keep their Python repr (which
 every spreadsheet reads as a number), NaN and ±Infinity are the text `NaN`, `Infinity`,

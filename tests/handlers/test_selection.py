@@ -188,7 +188,7 @@ def test_rounded_number_matches_excerpt(text: str, value: Any) -> None:
         ("12.3", 12.355),
         ("1", True),
         ("abc", 1.0),
-        ("12.35 V", 12.345),
+        ("12.35 Vo1t", 12.345),
     ],
 )
 def test_rounded_number_other_values_do_not_match(text: str, value: Any) -> None:

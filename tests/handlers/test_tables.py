@@ -197,7 +197,10 @@ def test_unfenced_csv_quoted_field_keeps_blank_lines_and_every_paragraph() -> No
     )
     assert find_table(reply) == Table(
         columns=("site", "note"),
-        rows=(("Kiruna", "first paragraph\n\nsecond paragraph, with a comma"), ("Svalbard", "short")),
+        rows=(
+            ("Kiruna", "first paragraph\n\nsecond paragraph, with a comma"),
+            ("Svalbard", "short"),
+        ),
     )
 
 
