@@ -58,14 +58,18 @@ class Chat:
     def reply(self, text: str = "", **fields: Any) -> str:
         return self._add("assistant", content=text, tool_calls=[], **fields)
 
-    def tools(self, *results: tuple[str, Any], success: bool = True, artifact: bool = True) -> None:
-        """One assistant message with parallel calls and one tool message answering them."""
+    def tools(self, *results: tuple[Any, ...], success: bool = True, artifact: bool = True) -> None:
+        """One assistant message with parallel calls and one tool message answering them.
+
+        Each result is (name, result) or (name, result, arguments).
+        """
         calls, answers = [], []
-        for name, result in results:
+        for name, result, *rest in results:
+            arguments = rest[0] if rest else {}
             self.calls += 1
             call_id = f"call_{self.calls}"
             path = f"artifacts/{CID}/t{self.turn}/{call_id}.json"
-            calls.append({"id": call_id, "name": name, "arguments": {}})
+            calls.append({"id": call_id, "name": name, "arguments": arguments})
             answers.append(
                 {
                     "call_id": call_id,
@@ -78,7 +82,7 @@ class Chat:
             self.artifacts[path] = {
                 "call_id": call_id,
                 "name": name,
-                "arguments": {},
+                "arguments": arguments,
                 "result": result,
             }
         self._add("assistant", content="", tool_calls=calls)
