@@ -158,7 +158,9 @@ def decision_of(outcome: story.Outcome) -> str:
 # --------------------------------------------------------------------------------------
 # The public fixtures, fed to the core directly
 # --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["headline", "clarify_then_answer", "two_small_groups"])
+@pytest.mark.parametrize(
+    "name", sorted(p.name.removesuffix(".expected.json") for p in FIXTURES.glob("*.expected.json"))
+)
 def test_public_fixtures_decide_as_expected_in_the_core(name: str) -> None:
     fixture = json.loads((FIXTURES / f"{name}.fixture.json").read_text())
     expected = json.loads((FIXTURES / f"{name}.expected.json").read_text())
@@ -174,10 +176,16 @@ def test_public_fixtures_decide_as_expected_in_the_core(name: str) -> None:
         assert facts.state_after.model_dump() == want["state_after"]
         if want["export"] is None:
             continue
-        assert isinstance(outcome, story.ExportPlan) and outcome.selection is not None
+        assert isinstance(outcome, story.ExportPlan) and outcome.why is not None
         export = want["export"]
         assert outcome.export_id == export["export_id"] and outcome.blob == export["blob"]
         assert outcome.row_source == export["row_source"]
+        if "selection_rule" in export:
+            assert outcome.why.rule == export["selection_rule"]
+        if outcome.table is not None:
+            assert len(outcome.table.rows) == export["row_count"]
+            continue
+        assert outcome.selection is not None
         assert outcome.selection.row_count == export["row_count"] == len(rows)
         for path in export["source_artifacts_include"] or export["source_artifacts"] or []:
             assert path in outcome.selection.source_artifacts
