@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from handlers.cell_keys import cell_matches
 from handlers.dataset import RowCollector
-from handlers.excerpt import TableMatcher, cell_matches, column_name_key, has_table_columns
+from handlers.excerpt import TableMatcher, column_name_key, has_table_columns
 from handlers.selection import ResultRef
 from handlers.tables import Table, find_table
 

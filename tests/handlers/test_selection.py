@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from handlers.excerpt import TableMatcher, cell_matches, is_excerpt
+from handlers.cell_keys import cell_matches
+from handlers.excerpt import TableMatcher, is_excerpt
 from handlers.reach_back import MAX_REACH_BACK_ARTIFACTS, reach_back
 from handlers.selection import ResultRef, choose_actions, source_column_name
 from handlers.tables import Table
