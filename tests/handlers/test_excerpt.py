@@ -3,9 +3,13 @@ the model pasted it, and a table whose values are in no row stays composed."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from handlers.cell_keys import cell_matches
 from handlers.dataset import RowCollector
@@ -217,3 +221,41 @@ def test_missing_action_value_shows_only_as_an_empty_cell() -> None:
     matcher = TableMatcher(Table(("a", "b"), (("x", ""), ("y", "1"))))
     assert matcher.matches({"a": "x"}) == {0}
     assert matcher.matches({"a": "y"}) == set()
+
+
+# --- round trips: whatever way a value is pasted within the rules, it is still shown ------
+@settings(max_examples=300, deadline=None)
+@given(
+    st.floats(min_value=-1e9, max_value=1e9, allow_nan=False).filter(lambda v: v != 0.0),
+    st.integers(min_value=0, max_value=4),
+    st.sampled_from([ROUND_HALF_UP, ROUND_HALF_EVEN]),
+    st.sampled_from(["", ",", "_", " "]),
+    st.sampled_from(["", " V", "V", " %", "°C", " kWh", " m/s"]),
+)
+def test_a_number_pasted_rounded_grouped_and_with_a_unit_shows_its_value(
+    value: float, places: int, rounding: str, separator: str, unit: str
+) -> None:
+    shown = Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=rounding)
+    whole, _, fraction = f"{abs(shown):f}".partition(".")
+    grouped = f"{int(whole):,}".replace(",", separator) if separator else whole
+    text = ("-" if shown < 0 else "") + grouped + (f".{fraction}" if fraction else "") + unit
+    assert cell_matches(text, value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 1, 1)),
+    st.sampled_from(["minutes", "seconds", "milliseconds"]),
+    st.integers(min_value=-12 * 60, max_value=14 * 60),
+    st.sampled_from(["T", " "]),
+)
+def test_a_date_time_pasted_cut_and_in_another_offset_shows_its_instant(
+    at: datetime, precision: str, offset_minutes: int, separator: str
+) -> None:
+    instant = at.replace(tzinfo=UTC)
+    value = instant.isoformat().replace("+00:00", "Z")
+    zone = timezone(timedelta(minutes=offset_minutes))
+    local = instant.astimezone(zone).isoformat(sep=separator, timespec=precision)
+    assert cell_matches(local, value)
+    utc_cut = instant.isoformat(sep=separator, timespec=precision).removesuffix("+00:00")
+    assert cell_matches(utc_cut, value)  # no zone means UTC
