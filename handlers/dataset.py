@@ -74,6 +74,10 @@ class RowCollector:
             truncated=any(group.truncated for group in chosen),
         )
 
+    def counts(self) -> dict[str, int]:
+        """Rows of every group fed so far, by action (a group never fed is absent)."""
+        return {action: group.rows for action, group in self._groups.items()}
+
     def table_is_excerpt(self, selection: Selection) -> bool:
         """Whether the reply's table is an excerpt of the selected action rows."""
         if self._matcher is None or not selection.actions:

@@ -2,27 +2,48 @@
 
 The contract: docs/contract/decision.md step 7, "Excerpt matching".
 
-Decided from small, already-loaded data: one reply table and one action row at a time. The
-streaming pass that feeds action rows past the matcher lives in `handlers.dataset`.
+A table is an excerpt of the action rows when it has strictly fewer rows, every column of
+it is an action column (names compared ignoring case, punctuation and a trailing unit in
+brackets), and every row of it is shown by some action row. Whether one cell shows one
+value is `handlers.cell_keys`: they share a key.
+
+Action rows stream past the matcher one at a time and the dataset is never held. The table
+is indexed on one column (the one that tells its rows apart best, text before date-times
+before numbers), so each action row costs the keys of one value and a dict look-up; the
+other cells are read only for the few table rows that share that key. Which table column
+each action key fills is decided once per key layout, not once per row. The streaming
+pass that feeds rows past the matcher lives in `handlers.dataset`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
-from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, Final
 
-from handlers.rows import Row, cell_text, normalize_key
+from handlers.cell_keys import Key, cell_keys, merged, value_keys
+from handlers.rows import Row, normalize_key
 from handlers.tables import Table
 
-_DECIMAL_TEXT = re.compile(r"[+-]?\d+(?:\.(\d+))?")
+_TRAILING_UNIT: Final = re.compile(r"\s*(?:\([^()]*\)|\[[^\[\]]*\])\s*$")
+# Past this many distinct key layouts the cache stops growing (rows keyed by ids).
+_LAYOUT_CACHE_LIMIT: Final = 256
+
+# For one key layout of action rows: the key filling the anchor column, then the key
+# filling each other column (None when the rows have no such key).
+_Plan = tuple[str | None, tuple[str | None, ...]]
+
+
+def column_name_key(name: str) -> str:
+    """A column name as compared: no trailing unit in brackets, case and punctuation ignored."""
+    bare = normalize_key(_TRAILING_UNIT.sub("", name))
+    return bare or normalize_key(name)
 
 
 def has_table_columns(table: Table, action_columns: Collection[str]) -> bool:
-    """Whether every table column is an action column (ignoring case and punctuation)."""
-    names = {normalize_key(column) for column in action_columns}
-    return all(normalize_key(column) in names for column in table.columns)
+    """Whether every table column is an action column (ignoring case, punctuation, units)."""
+    names = {column_name_key(column) for column in action_columns}
+    return all(column_name_key(column) in names for column in table.columns)
 
 
 class TableMatcher:
@@ -30,66 +51,68 @@ class TableMatcher:
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        self._names = [normalize_key(column) for column in table.columns]
-        self._cells = [_padded(cells, len(table.columns)) for cells in table.rows]
-        # A column with no number in it can only match by exact text: index the table on the
-        # first such column so a long stream of action rows is not compared row by row.
-        self._anchor = next(
-            (
-                i
-                for i in range(len(table.columns))
-                if not any(_DECIMAL_TEXT.fullmatch(cells[i].strip()) for cells in self._cells)
-            ),
-            None,
+        width = len(table.columns)
+        self._names = [column_name_key(column) for column in table.columns]
+        read = [
+            [cell_keys(row[i] if i < len(row) else "") for i in range(width)] for row in table.rows
+        ]
+        self._keys = [[keys for keys, _ in row] for row in read]
+        self._readings = [merged(row[i][1] for row in read) for i in range(width)]
+        self._anchor = max(
+            range(width),
+            key=lambda i: (len({row[i] for row in self._keys}), self._readings[i].kind_rank),
+            default=0,
         )
-        self._by_anchor: dict[str, list[int]] = {}
-        for index, cells in enumerate(self._cells):
-            key = cells[self._anchor].strip() if self._anchor is not None else ""
-            self._by_anchor.setdefault(key, []).append(index)
+        self._by_key: dict[Key, list[int]] = {}
+        for index, row_keys in enumerate(self._keys):
+            for key in row_keys[self._anchor] if width else ():
+                self._by_key.setdefault(key, []).append(index)
+        self._plans: dict[tuple[str, ...], _Plan] = {}
 
     def matches(self, row: Row, skip: Collection[int] = ()) -> set[int]:
         """The indexes of the table rows (other than `skip`) the action row shows."""
-        by_name: dict[str, Any] = {}
-        for key, value in row.items():
-            by_name.setdefault(normalize_key(key), value)
-        values = [by_name.get(name) for name in self._names]
-        if self._anchor is None:
-            candidates: Sequence[int] = range(len(self._cells))
-        else:
-            candidates = self._by_anchor.get(cell_text(values[self._anchor]), [])
-        return {
-            index
-            for index in candidates
-            if index not in skip
-            and all(
-                cell_matches(text, value)
-                for text, value in zip(self._cells[index], values, strict=True)
-            )
-        }
+        if not self._names:
+            return set()
+        anchor_key, others = self._plan(row)
+        anchor_value = row[anchor_key] if anchor_key is not None else None
+        candidates: set[int] = set()
+        for key in value_keys(anchor_value, self._readings[self._anchor]):
+            candidates.update(self._by_key.get(key, ()))
+        candidates.difference_update(skip)
+        if not candidates:
+            return candidates
+        # The anchor column already shares a key; the others are read once, when needed.
+        read: dict[int, list[Key]] = {}
+        found = set()
+        for index in sorted(candidates):
+            for column, source in enumerate(others):
+                if column == self._anchor:
+                    continue
+                if column not in read:
+                    value = row[source] if source is not None else None
+                    read[column] = value_keys(value, self._readings[column])
+                if self._keys[index][column].isdisjoint(read[column]):
+                    break
+            else:
+                found.add(index)
+        return found
 
-
-def _padded(cells: Sequence[str], width: int) -> tuple[str, ...]:
-    """A table row as exactly `width` cells: a short row's missing cells are empty."""
-    return tuple(cells[:width]) + ("",) * (width - len(cells))
-
-
-def cell_matches(text: str, value: Any) -> bool:
-    """Whether a cell shows a value: same text, or the value rounded to the decimals shown."""
-    shown = text.strip()
-    if shown == cell_text(value):
-        return True
-    found = _DECIMAL_TEXT.fullmatch(shown)
-    if found is None or isinstance(value, bool) or not isinstance(value, int | float | str):
-        return False
-    try:
-        exact, target = Decimal(str(value).strip()), Decimal(shown)
-        quantum = Decimal(1).scaleb(-len(found.group(1) or ""))
-        return any(exact.quantize(quantum, rounding=mode) == target for mode in _ROUNDINGS)
-    except (InvalidOperation, ValueError):
-        return False
-
-
-_ROUNDINGS = (ROUND_HALF_UP, ROUND_HALF_EVEN)
+    def _plan(self, row: Mapping[str, Any]) -> _Plan:
+        """Which action key fills each table column, decided once per layout of keys."""
+        layout = tuple(row)
+        plan = self._plans.get(layout)
+        if plan is None:
+            filling: list[str | None] = [None] * len(self._names)
+            for key in layout:
+                name = column_name_key(key)
+                for column, wanted in enumerate(self._names):
+                    # The first key of a name wins, as it does for the exported columns.
+                    if wanted == name and filling[column] is None:
+                        filling[column] = key
+            plan = (filling[self._anchor], tuple(filling))
+            if len(self._plans) < _LAYOUT_CACHE_LIMIT:
+                self._plans[layout] = plan
+        return plan
 
 
 def is_excerpt(

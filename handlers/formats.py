@@ -16,15 +16,25 @@ The text is read sentence by sentence; each mention of a format is judged in its
   "would you mind", "is it possible", "how about", ...) or a bare fragment ("create a
   csv?"), and the nearest earlier cue is a request verb ("create", "export", "get", "put",
   ...). "csv or json?" therefore requests nothing.
-- Several requested: the first mentioned wins. "excel" and "spreadsheet" mean csv when
-  csv is requested anywhere in the text ("a csv I can open in excel"); an explicit
-  "xlsx"/"xls" always means xlsx.
+- A mention of what the user already has is the input, not the output, and does not
+  request: a mention right after "this", "these", "my", "our", "attached", "uploaded",
+  "existing", ... (one adjective may sit between: "my sales spreadsheet"), after "from"
+  ("from the json"), or whose nearest earlier cue is a verb that works on a file the user
+  holds ("analyze", "validate", "check", "review", "parse", "import", "fix", ...), or
+  after "in the" ("the outliers in the spreadsheet").
+- A conversion target is a mention right after "to", "into", "as" (not "as well as",
+  "such as") or "in" (not "in the": that is where something is), with an optional
+  article or file name between ("to XML", "as a csv", "in excel", "as data.csv").
+- Several requested: the first conversion target wins ("convert JSON to XML", "the json
+  as csv"), else the first mentioned. "excel" and "spreadsheet" mean csv when csv is
+  requested anywhere in the text ("a csv I can open in excel"); an explicit "xlsx"/"xls"
+  always means xlsx.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from schemas.records import RequestFormat
@@ -37,6 +47,7 @@ class _Mention:
     format: RequestFormat
     soft: bool  # an "excel"/"spreadsheet" alias, which yields to a requested csv
     start: int
+    target: bool = False  # named as what to convert into ("to xml", "as a csv")
 
 
 _MENTIONS: Final[tuple[tuple[RequestFormat, bool, re.Pattern[str]], ...]] = (
@@ -108,6 +119,34 @@ _ABOUT_CUE: Final = re.compile(
     _I,
 )
 
+# A verb that works on a file the user already holds: the format after it is the input.
+_INPUT_CUE: Final = re.compile(
+    r"\b(?:analy[sz](?:e|es|ed|ing)|validat(?:e|es|ed|ing)|check(?:s|ed|ing)?"
+    r"|review(?:s|ed|ing)?|inspect(?:s|ed|ing)?|examin(?:e|es|ed|ing)|pars(?:e|es|ed|ing)"
+    r"|import(?:s|ed|ing)?|debug(?:s|ged|ging)?|fix(?:es|ed|ing)?|proofread(?:s|ing)?"
+    r"|look(?:s|ed|ing)?\s+(?:at|over|through))\b",
+    _I,
+)
+# Words that say the file is the user's own, right before the mention.
+_INPUT_DETERMINER: Final = re.compile(
+    r"\b(?:this|these|my|our|attached|uploaded|enclosed|pasted|existing|original)\s+"
+    r"(?:(?!(?:to|into|as|in|a|an|the|of|for|and|or|from)\s)[a-z][\w-]*\s+)?$",
+    _I,
+)
+# "from the json", "in the spreadsheet": where the data is now, not what to make.
+_SOURCE_BEFORE: Final = re.compile(
+    r"(?:\bfrom\s+(?:(?:the|a|an|this|my|our)\s+)?|\bin\s+(?:the|this|my|our)\s+)"
+    r"(?:[a-z][\w-]*\s+)?$",
+    _I,
+)
+_TARGET_BEFORE: Final = re.compile(
+    r"(?:(?P<word>\w+)\s+)?\b(?P<prep>to|into|as|in)\s+(?P<article>(?:a|an|the)\s+)?"
+    r"(?:[\w-]+\.)?$",
+    _I,
+)
+# "as well as json", "such as csv": comparisons, not conversions.
+_NOT_TARGET_BEFORE_AS: Final = frozenset({"well", "such", "same", "soon", "long", "much", "far"})
+
 _CLAUSE_BREAK: Final = re.compile(r"[,;:!?()\[\]\n]|\s[-–—]\s|\.\s")
 _WORD: Final = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _NEGATION_WINDOW: Final = 8
@@ -135,8 +174,8 @@ def detect_format(text: str) -> RequestFormat | None:
     if not requested:
         return None
     csv_requested = any(m.format == "csv" for m in requested)
-    first = requested[0]
-    return "csv" if first.soft and csv_requested else first.format
+    chosen = next((m for m in requested if m.target), requested[0])
+    return "csv" if chosen.soft and csv_requested else chosen.format
 
 
 def _sentences(text: str) -> list[str]:
@@ -153,15 +192,36 @@ def _requested_in(sentence: str) -> list[_Mention]:
     for mention in mentions:
         if _is_negated(sentence, mention.start):
             continue
+        before = sentence[: mention.start]
+        target = _is_target(before)
+        if not target and _is_input(before):
+            continue
         cue = _nearest_cue(cues, mention.start)
-        if cue == "about":
+        if cue == "about" or (cue == "input" and not target):
             continue
         if kind == "interrogative":
             continue
-        if kind in ("polite", "fragment") and cue != "request":
+        if kind in ("polite", "fragment") and cue not in ("request", "input"):
             continue
-        requested.append(mention)
+        requested.append(replace(mention, target=target))
     return requested
+
+
+def _is_target(before: str) -> bool:
+    """Whether the text before a mention names it as what to convert into."""
+    found = _TARGET_BEFORE.search(before)
+    if found is None:
+        return False
+    prep = found.group("prep").lower()
+    if prep == "as" and (found.group("word") or "").lower() in _NOT_TARGET_BEFORE_AS:
+        return False
+    # "in the spreadsheet" is where something is; "in a spreadsheet" is what to make.
+    return not (prep == "in" and (found.group("article") or "").strip().lower() == "the")
+
+
+def _is_input(before: str) -> bool:
+    """Whether the text before a mention names the file the user already has."""
+    return bool(_INPUT_DETERMINER.search(before) or _SOURCE_BEFORE.search(before))
 
 
 def _mentions(sentence: str) -> list[_Mention]:
@@ -186,18 +246,20 @@ def _sentence_kind(sentence: str) -> _SentenceKind:
     return "statement"
 
 
-def _cues(sentence: str) -> list[tuple[int, Literal["request", "about"]]]:
+_Cue = Literal["request", "about", "input"]
+
+
+def _cues(sentence: str) -> list[tuple[int, _Cue]]:
     about = [(m.start(), m.end()) for m in _ABOUT_CUE.finditer(sentence)]
-    cues: list[tuple[int, Literal["request", "about"]]] = [(s, "about") for s, _ in about]
+    cues: list[tuple[int, _Cue]] = [(s, "about") for s, _ in about]
     for match in _REQUEST_CUE.finditer(sentence):
         if not any(s <= match.start() < e for s, e in about):
             cues.append((match.start(), "request"))
+    cues.extend((m.start(), "input") for m in _INPUT_CUE.finditer(sentence))
     return sorted(cues)
 
 
-def _nearest_cue(
-    cues: list[tuple[int, Literal["request", "about"]]], position: int
-) -> Literal["request", "about"] | None:
+def _nearest_cue(cues: list[tuple[int, _Cue]], position: int) -> _Cue | None:
     before = [kind for start, kind in cues if start < position]
     return before[-1] if before else None
 

@@ -31,9 +31,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from handlers.file_layout import Layout
+from handlers.rationale import Considered
 from handlers.selection import ResultRef, Selection
 from handlers.tables import Table
-from schemas.records import Decision, ExportFormat, RequestFormat, RowSource, StateAfter
+from schemas.records import (
+    Decision,
+    ExportFormat,
+    ExportSelection,
+    RequestFormat,
+    RowSource,
+    StateAfter,
+)
 
 
 class IllegalTransition(Exception):
@@ -52,11 +60,13 @@ class TurnFacts:
 
 @dataclass(frozen=True)
 class ExportRequest:
-    """What every fetch round carries: the turn's facts, the format and the reply's table."""
+    """What every fetch round carries: the turn's facts, the format, the reply's table, and
+    the groups weighed so far (what the record's `export.selection` will say)."""
 
     facts: TurnFacts
     format: ExportFormat
     table: Table | None
+    considered: Considered
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,7 @@ class ExportPlan:
     table: Table | None  # exported when row_source is assistant_table
     selection: Selection | None  # exported when rows came from actions
     layout: Layout  # the header and what the record says of the rows
+    why: ExportSelection  # the record's `export.selection`: the rule and the groups weighed
 
 
 FetchPhase = FetchCurrentTurn | FetchDeferredGroups | FetchReachBack

@@ -145,6 +145,7 @@ def _entry(plan: ExportPlan, written: Written) -> ExportEntry:
         bytes=written.bytes,
         sha256=written.sha256,
         truncated=shape.truncated,
+        selection=plan.why,
     )
 
 

@@ -1,50 +1,126 @@
 """Reach-back phase 1 (docs/contract/decision.md step 7): the winning (turn, action) group of
-the history window, chosen from the compact citations already read, before any artifact is
-fetched.
+the history window, chosen from the compact citations and calls already read, before any
+artifact is fetched.
+
+Groups are the window's successful results by (turn, action), each with a row estimate
+(`row_count`, else the compacted list plus its `remaining_items`) and a relevance score
+against the request's subject words (`handlers.relevance`). In order:
+
+1. `reach_back_named`: some group with score > 0 and estimate >= 10: the best-named wins
+   (highest score, then the newest turn, then most estimated rows, then the first called).
+2. `reach_back_newest`: the newest turn holding a group with estimate >= 10: its best group
+   (most estimated rows, on a tie the first called).
+3. `reach_back_any`: the newest group with any estimated rows.
+
+A turn is as new as its latest call: turns never interleave, so that orders them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from handlers.compaction import estimate_rows
+from handlers.relevance import group_words, score, subject_words
 from handlers.selection import DATASET_MIN_ROWS, ResultRef
 
 MAX_REACH_BACK_ARTIFACTS = 25
 
+ReachBackRule = Literal["reach_back_named", "reach_back_newest", "reach_back_any"]
 
-def reach_back(refs: Sequence[ResultRef]) -> list[ResultRef]:
-    """Phase 1: the winning (turn, action) group of the window, from compact citations only."""
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (turn, action) group of the window as phase 1 sees it."""
+
+    turn_id: str
+    action: str
+    refs: tuple[ResultRef, ...]  # in call order
+    estimate: int | None  # None when no citation gives an estimate
+    score: int
+
+    @property
+    def rows_estimated(self) -> int:
+        """The estimate as selection compares it: unknown counts as no rows."""
+        return self.estimate or 0
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Phase 1's answer: every group considered, the winner and the rule that chose it."""
+
+    candidates: tuple[Candidate, ...]  # in first-call order
+    chosen: Candidate | None
+    rule: ReachBackRule | None
+
+    @property
+    def picked(self) -> list[ResultRef]:
+        """The winner's results to fetch in phase 2: those with an artifact, at most 25."""
+        if self.chosen is None:
+            return []
+        stored = [ref for ref in self.chosen.refs if ref.artifact is not None]
+        return stored[:MAX_REACH_BACK_ARTIFACTS]
+
+
+def candidates(refs: Sequence[ResultRef], subject: frozenset[str]) -> tuple[Candidate, ...]:
+    """The refs grouped by (turn, action) in first-call order, with estimates and scores."""
     groups: dict[tuple[str, str], list[ResultRef]] = {}
     for ref in sorted(refs, key=lambda r: r.order):
         groups.setdefault((ref.turn_id, ref.action), []).append(ref)
-    if not groups:
-        return []
-    estimates = {
-        key: sum(estimate_rows(r.citation) or 0 for r in refs) for key, refs in groups.items()
-    }
-    # Dict order is first-call order, so max() keeps the first called group on a tie.
-    winner = _newest_dataset(groups, estimates)
-    if winner is None:
-        with_rows = [key for key in groups if estimates[key] > 0]
-        if not with_rows:
-            return []
-        winner = max(with_rows, key=lambda key: groups[key][-1].order)
-    with_artifact = [ref for ref in groups[winner] if ref.artifact is not None]
-    return with_artifact[:MAX_REACH_BACK_ARTIFACTS]
+    found = []
+    for (turn_id, action), members in groups.items():
+        estimates = [e for e in (estimate_rows(r.citation) for r in members) if e is not None]
+        found.append(
+            Candidate(
+                turn_id=turn_id,
+                action=action,
+                refs=tuple(members),
+                estimate=sum(estimates) if estimates else None,
+                score=score(subject, _words(action, members)) if subject else 0,
+            )
+        )
+    return tuple(found)
 
 
-def _newest_dataset(
-    groups: Mapping[tuple[str, str], list[ResultRef]], estimates: Mapping[tuple[str, str], int]
-) -> tuple[str, str] | None:
-    """The newest turn's best group when its estimate reaches DATASET_MIN_ROWS."""
-    turns: dict[str, list[tuple[str, str]]] = {}
-    for key in groups:
-        turns.setdefault(key[0], []).append(key)
-    # A turn is as new as its latest call: turns never interleave, so that orders them.
-    by_newest = sorted(turns.values(), key=lambda keys: max(groups[k][-1].order for k in keys))
-    for keys in reversed(by_newest):
-        best = max(keys, key=lambda key: estimates[key])
-        if estimates[best] >= DATASET_MIN_ROWS:
-            return best
-    return None
+def scan(refs: Sequence[ResultRef], subject: frozenset[str]) -> Scan:
+    """Phase 1: the winning group of the window, from compact citations and calls only."""
+    found = candidates(refs, subject)
+    newest = _turn_recency(found)
+
+    def recency(c: Candidate) -> int:
+        return newest[c.turn_id]
+
+    datasets = [c for c in found if c.rows_estimated >= DATASET_MIN_ROWS]
+    named = [c for c in datasets if c.score > 0]
+    if named:
+        # max() keeps the first of equals, and `found` is in first-call order.
+        best = max(named, key=lambda c: (c.score, recency(c), c.rows_estimated))
+        return Scan(found, best, "reach_back_named")
+    if datasets:
+        turn = max(recency(c) for c in datasets)
+        best = max((c for c in datasets if recency(c) == turn), key=lambda c: c.rows_estimated)
+        return Scan(found, best, "reach_back_newest")
+    with_rows = [c for c in found if c.rows_estimated > 0]
+    if with_rows:
+        return Scan(found, max(with_rows, key=lambda c: c.refs[-1].order), "reach_back_any")
+    return Scan(found, None, None)
+
+
+def reach_back(refs: Sequence[ResultRef], request_text: str = "") -> list[ResultRef]:
+    """Phase 1 for a request text: the artifacts of the winning group, in call order."""
+    return scan(refs, subject_words(request_text)).picked
+
+
+def _turn_recency(found: Sequence[Candidate]) -> dict[str, int]:
+    """Each turn's latest call order: the higher, the newer the turn."""
+    latest: dict[str, int] = {}
+    for c in found:
+        latest[c.turn_id] = max(latest.get(c.turn_id, -1), c.refs[-1].order)
+    return latest
+
+
+def _words(action: str, members: Sequence[ResultRef]) -> frozenset[str]:
+    columns = [col for ref in members if ref.citation is not None for col in ref.citation.columns]
+    results = [ref.citation.result for ref in members if ref.citation is not None]
+    return group_words(action, [ref.arguments for ref in members], columns, results)

@@ -9,8 +9,9 @@ group with rows is combined and each row names its action in a source column.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from schemas.documents import CompactCitation
 
@@ -30,6 +31,8 @@ class ResultRef:
     # Out of the hash (a citation holds dicts) so refs can key sets and dicts.
     citation: CompactCitation | None = field(hash=False)
     order: int  # call order within the messages considered (0, 1, 2, ...)
+    # The call's arguments: words for relevance (SPEC 5.7), read from the message in hand.
+    arguments: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)

@@ -20,20 +20,25 @@ class Table:
     rows: tuple[tuple[str, ...], ...]
 
 
-# A fence opens with ``` or ~~~ and an optional info string; an unclosed fence runs to the end.
+# A fence opens with ``` or ~~~ and an optional info string and ends at a line of the same
+# fence. A fence with no closing line is not a fence: its lines stay ordinary text.
 _FENCE: Final = re.compile(
     r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n(?P<body>.*?)"
-    r"(?:^[ \t]*(?P=fence)[`~]*[ \t]*$|\Z)",
+    r"^[ \t]*(?P=fence)[`~]*[ \t]*$",
     re.MULTILINE | re.DOTALL,
 )
+_CSV_LANGUAGES: Final = frozenset({"csv", "text/csv"})
 # Fenced blocks in these languages may hold a table; code (python, json, ...) never does.
-_TABLE_LANGUAGES: Final = frozenset(
-    {"", "csv", "tsv", "text", "txt", "plain", "plaintext", "table", "markdown", "md"}
+_TABLE_LANGUAGES: Final = _CSV_LANGUAGES | frozenset(
+    {"", "tsv", "text", "txt", "plain", "plaintext", "table", "markdown", "md"}
 )
 _PIPE: Final = re.compile(r"(?<!\\)\|")
 _SEPARATOR_CELL: Final = re.compile(r"\s*:?-+:?\s*")
 _LIST_ITEM: Final = re.compile(r"\s*(?:[-*+]|\d+[.)])\s")
 _WRAPPED_CELL: Final = re.compile(r"\*\*([^*]+)\*\*|__([^_]+)__|`([^`]+)`")
+# "Source: ...", "*Citation:* ..." lines name where data came from; they are never rows.
+_SOURCE_LINE: Final = re.compile(r"^[\W_]*(?:sources?|citations?)[\W_]*:", re.IGNORECASE)
+_ELLIPSES: Final = frozenset({"...", "…", "..", "⋯"})
 _PROSE_WORDS: Final = 8
 
 
@@ -43,15 +48,26 @@ class _Candidate:
     table: Table
 
 
+@dataclass(frozen=True)
+class _Record:
+    """One delimited record: its cells, which were quoted, and the lines it spans."""
+
+    cells: list[str]
+    quoted: list[bool]
+    text: str  # the record's own text, for the prose checks
+    end: int  # index of the line after it
+
+
 def find_table(text: str) -> Table | None:
     """The table the model wrote in its reply, or None."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     regions: list[tuple[int, str]] = []
     fenced_csv: list[str] = []
     cursor = 0
     for fence in _FENCE.finditer(text):
         regions.append((cursor, text[cursor : fence.start()]))
         language = (fence.group("info").split() or [""])[0].lower()
-        if language == "csv":
+        if language in _CSV_LANGUAGES:
             fenced_csv.append(fence.group("body"))
         if language in _TABLE_LANGUAGES:
             regions.append((fence.start("body"), fence.group("body")))
@@ -86,8 +102,8 @@ def _region_tables(offset: int, region: str) -> list[_Candidate]:
     pipe_tables, in_pipe_table = _pipe_tables(lines)
     found = [_Candidate(starts[i], t) for i, t in pipe_tables]
     loose = [None if in_pipe_table[i] else line for i, line in enumerate(lines)]
-    for split in (_tsv_cells, _csv_cells):
-        found.extend(_Candidate(starts[i], t) for i, t in _delimited_tables(loose, split))
+    for read in (_tsv_record, _csv_record):
+        found.extend(_Candidate(starts[i], t) for i, t in _delimited_tables(loose, read))
     return found
 
 
@@ -109,7 +125,12 @@ def _pipe_tables(lines: list[str]) -> tuple[list[tuple[int, Table]], list[bool]]
             i += 1
             continue
         end = i + 2
-        while end < len(lines) and lines[end].strip() and _PIPE.search(lines[end]):
+        while (
+            end < len(lines)
+            and lines[end].strip()
+            and _PIPE.search(lines[end])
+            and not _SOURCE_LINE.match(lines[end])
+        ):
             end += 1
         for k in range(i, end):
             used[k] = True
@@ -131,41 +152,116 @@ def _pipe_cells(line: str) -> list[str]:
     return [cell.replace("\\|", "|") for cell in _PIPE.split(inner)]
 
 
-def _delimited_tables(
-    lines: list[str | None], split: Callable[[str], list[str] | None]
-) -> list[tuple[int, Table]]:
-    """Runs of consecutive lines with as many cells as the run's first line (its header)."""
-    cells = [None if line is None else split(line) for line in lines]
+_ReadRecord = Callable[[list[str | None], int], _Record | None]
+
+
+def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[int, Table]]:
+    """Runs of consecutive records with as many cells as the run's first record (its header).
+
+    An elision record (only `...` or empty cells) inside a run does not end it; it is no row.
+    """
+    records: dict[int, _Record | None] = {}
+
+    def record_at(index: int) -> _Record | None:
+        if index not in records:
+            records[index] = read(lines, index)
+        return records[index]
+
     tables: list[tuple[int, Table]] = []
     i = 0
-    while i < len(cells):
-        header = cells[i]
-        if header is None or len(header) < 2:
+    while i < len(lines):
+        header = record_at(i)
+        if header is None or len(header.cells) < 2 or _is_elision(header.cells):
             i += 1
             continue
-        end = i + 1
-        while end < len(cells) and (row := cells[end]) is not None and len(row) == len(header):
-            end += 1
-        rows = [row for row in cells[i + 1 : end] if row is not None]
-        table = _table(header, rows, len(header))
+        rows: list[list[str]] = []
+        end = header.end
+        while end < len(lines) and (row := record_at(end)) is not None:
+            if _is_elision(row.cells):
+                end = row.end
+                continue
+            if len(row.cells) != len(header.cells):
+                break
+            rows.append(row.cells)
+            end = row.end
+        table = _table(header.cells, rows, len(header.cells))
         if table is not None:
             tables.append((i, table))
         i = max(end, i + 1)
     return tables
 
 
-def _tsv_cells(line: str) -> list[str] | None:
-    if "\t" not in line or not _is_row_like(line):
+def _tsv_record(lines: list[str | None], index: int) -> _Record | None:
+    line = lines[index]
+    if line is None or not _is_row_like(line):
         return None
-    cells = line.strip("\r\n").split("\t")
-    return None if _is_prose(line, cells) else cells
+    if "\t" not in line:
+        # A lone `...` is an elided-rows marker inside a block, not the end of it.
+        return _Record([line], [False], line, index + 1) if _is_elision([line]) else None
+    cells = line.split("\t")
+    record = _Record(cells, [False] * len(cells), line, index + 1)
+    return None if _is_prose(record) else record
 
 
-def _csv_cells(line: str) -> list[str] | None:
-    if "," not in line or not _is_row_like(line):
+def _csv_record(lines: list[str | None], index: int) -> _Record | None:
+    """The CSV record starting at a line; a quoted field may run over lines, blank ones too."""
+    line = lines[index]
+    if line is None or not _is_row_like(line):
         return None
-    cells = next(csv.reader([line.strip()], skipinitialspace=True), [])
-    return None if _is_prose(line, cells) else cells
+    record = _read_csv(lines, index)
+    if record is None or (len(record.cells) < 2 and not _is_elision(record.cells)):
+        # One field is no row, but an elided-rows marker (`...`) may sit inside a block.
+        return None
+    return None if _is_prose(record) else record
+
+
+def _read_csv(lines: list[str | None], index: int) -> _Record | None:
+    """RFC 4180 fields, spaces after a comma skipped; None when a quote never closes."""
+    cells: list[str] = []
+    quoted: list[bool] = []
+    field: list[str] = []
+    in_quotes = is_quoted = False
+    at_start = True
+    row = index
+    text = lines[index] or ""
+    taken = [text]
+    pos = 0
+    while True:
+        if pos >= len(text):
+            if not in_quotes:
+                cells.append("".join(field))
+                quoted.append(is_quoted)
+                return _Record(cells, quoted, "\n".join(taken), row + 1)
+            row += 1
+            following = lines[row] if row < len(lines) else None
+            if following is None:
+                return None
+            field.append("\n")
+            text, pos = following, 0
+            taken.append(text)
+            continue
+        char = text[pos]
+        pos += 1
+        if in_quotes:
+            if char != '"':
+                field.append(char)
+            elif text[pos : pos + 1] == '"':
+                field.append('"')
+                pos += 1
+            else:
+                in_quotes = False
+        elif char == ",":
+            cells.append("".join(field))
+            quoted.append(is_quoted)
+            field, is_quoted, at_start = [], False, True
+        elif at_start and char in " \t":
+            continue
+        elif at_start and char == '"':
+            in_quotes = is_quoted = True
+            at_start = False
+        else:
+            at_start = False
+            field.append(char)
 
 
 def _is_row_like(line: str) -> bool:
@@ -173,29 +269,47 @@ def _is_row_like(line: str) -> bool:
     return bool(stripped) and not stripped.startswith("#") and not _LIST_ITEM.match(line)
 
 
-def _is_prose(line: str, cells: list[str]) -> bool:
-    """A sentence with a comma or a tab is not a row: it introduces, exclaims, asks or runs on."""
-    stripped = line.strip()
-    if stripped.endswith((":", "!", "?")):
+def _is_prose(record: _Record) -> bool:
+    """A sentence with a comma or a tab is not a row: it introduces, exclaims, asks or runs on.
+
+    Only unquoted cells are judged: a quoted cell is deliberate, whatever it holds.
+    """
+    stripped = record.text.strip()
+    if _SOURCE_LINE.match(stripped):
         return True
-    if max((len(cell.split()) for cell in cells), default=0) >= _PROSE_WORDS:
+    words = [len(c.split()) for c, q in zip(record.cells, record.quoted, strict=True) if not q]
+    if not words:
+        return False
+    if not record.quoted[-1] and stripped.endswith((":", "!", "?")):
+        return True
+    if max(words) >= _PROSE_WORDS:
         return True
     # A data cell may end with a full stop; a row of several words that does is a sentence.
-    words = [len(cell.split()) for cell in cells]
-    return stripped.endswith(".") and sum(words) >= 4 and max(words) >= 2
+    return not record.quoted[-1] and stripped.endswith(".") and sum(words) >= 4 and max(words) >= 2
+
+
+def _is_elision(cells: list[str] | tuple[str, ...]) -> bool:
+    """Whether a row only marks elided rows: every cell empty or an ellipsis, one an ellipsis."""
+    stripped = [_clean_cell(cell) for cell in cells]
+    return any(c in _ELLIPSES for c in stripped) and all(c in _ELLIPSES or not c for c in stripped)
 
 
 def _table(header: list[str], rows: list[list[str]], width: int) -> Table | None:
-    if width < 2 or not rows:
+    """The table without elision rows and columns headed by an ellipsis; None when too small."""
+    columns = _padded(header, width)
+    keep = [i for i, name in enumerate(columns) if name not in _ELLIPSES]
+    body = [_padded(row, width) for row in rows]
+    body = [row for row in body if not _is_elision(row) and _has_text(list(row))]
+    if len(keep) < 2 or not body:
         return None
     return Table(
-        columns=_padded(header, width),
-        rows=tuple(_padded(row, width) for row in rows),
+        columns=tuple(columns[i] for i in keep),
+        rows=tuple(tuple(row[i] for i in keep) for row in body),
     )
 
 
 def _padded(cells: list[str], width: int) -> tuple[str, ...]:
-    clean = [_clean_cell(cell) for cell in cells]
+    clean = [_clean_cell(cell) for cell in cells[:width]]
     return tuple(clean + [""] * (width - len(clean)))
 
 
@@ -221,4 +335,3 @@ def without_secret_columns(table: Table) -> Table:
         columns=tuple(table.columns[i] for i in keep),
         rows=tuple(tuple(row[i] for i in keep if i < len(row)) for row in table.rows),
     )
-

@@ -49,7 +49,9 @@ from handlers.phases import (
     ReachBackScan,
     TurnFacts,
 )
-from handlers.reach_back import reach_back
+from handlers.rationale import Considered
+from handlers.reach_back import scan
+from handlers.relevance import subject_words
 from handlers.selection import ResultRef, Selection, dominates
 from handlers.tables import Table, find_table, without_secret_columns
 from handlers.window import history_window, is_visible, paired_calls, split_turns, visible
@@ -60,7 +62,7 @@ from schemas.documents import (
     UserMessage,
 )
 from schemas.events import TurnCompleted
-from schemas.records import ExportFormat, RowSource, StateAfter
+from schemas.records import ExportFormat, ExportSelection, RowSource, StateAfter
 
 # The carry-forward look-back reads at most this many messages before the turn, whatever
 # the history limit (docs/contract/decision.md step 4).
@@ -130,15 +132,17 @@ def start(inp: TurnInput) -> Phase:
     assert fmt in ("csv", "json", "xml", "xlsx")
 
     table = find_table(reply.content or "") if reply is not None else None
-    request = ExportRequest(facts, fmt, table)
+    # paired_calls pairs what it is given: the turn's own messages need no pairing first.
+    current_refs = [r for r in _result_refs(visible(current)) if r.artifact is not None]
+    considered = Considered.current_turn(current_refs, subject_words(step.request_text))
+    request = ExportRequest(facts, fmt, table, considered)
     if is_derived_request(step.request_text):
         # Derived output may only come from a table the model composed: no raw rows.
         if table is None:
             return Finished("derived_output_without_table", facts)
-        return _plan(inp, request, "assistant_table", table=table, selection=None)
+        why = considered.record("assistant_table", {}, ())
+        return _plan(inp, request, "assistant_table", table, None, why)
 
-    # paired_calls pairs what it is given: the turn's own messages need no pairing first.
-    current_refs = [r for r in _result_refs(visible(current)) if r.artifact is not None]
     window_refs = _result_refs(history_window(visible(earlier), inp.history_limit))
     fetch, deferred = _dominant_first(current_refs)
     fetch = _confined(inp, fetch)
@@ -177,7 +181,7 @@ def after_fetch(inp: TurnInput, phase: Phase, collector: RowCollector) -> Phase:
             selection = collector.select()
             if selection.row_count == 0:
                 return Finished("no_rows", request.facts)
-            return _plan(inp, request, "prior_turn", None, selection)
+            return _plan(inp, request, "prior_turn", None, selection, _why(request, collector))
         case Finished() | ExportPlan():
             raise IllegalTransition(f"a turn that ended ({type(phase).__name__}) reads nothing")
 
@@ -193,17 +197,29 @@ def _choose(
     """The current turn's rows are all in: the table, the action rows, or reach back."""
     selection = collector.select()
     has_rows = selection.row_count > 0
+    considered, counts = request.considered, collector.counts()
     if request.table is not None:
         if has_rows and collector.table_is_excerpt(selection):
-            return _plan(inp, request, "action_rows", None, selection)
-        return _plan(inp, request, "assistant_table", request.table, None)
+            why = considered.record("excerpt_replaced", counts, selection.actions)
+            return _plan(inp, request, "action_rows", None, selection, why)
+        why = considered.record("assistant_table", counts, ())
+        return _plan(inp, request, "assistant_table", request.table, None, why)
     if has_rows:
-        return _plan(inp, request, "action_rows", None, selection)
+        return _plan(inp, request, "action_rows", None, selection, _why(request, collector))
     # Reach-back phase 1: a scan of the window's compact citations, reading nothing.
-    scan = ReachBackScan(chosen=_confined(inp, reach_back(window)))
-    if not scan.chosen:
+    window_scan = scan(window, considered.subject)
+    chosen = ReachBackScan(chosen=_confined(inp, window_scan.picked))
+    if not chosen.chosen:
         return Finished("no_rows", request.facts)
-    return FetchReachBack(replace(request, table=None), scan)
+    reaching = replace(request, table=None, considered=considered.reached_back(window_scan))
+    return FetchReachBack(reaching, chosen)
+
+
+def _why(request: ExportRequest, collector: RowCollector) -> ExportSelection:
+    """`export.selection` of rows chosen from actions: the rule that chose them, and why."""
+    selection, counts = collector.select(), collector.counts()
+    rule = request.considered.rule_for(selection, counts)
+    return request.considered.record(rule, counts, selection.actions)
 
 
 # --------------------------------------------------------------------------------------
@@ -257,6 +273,7 @@ def _result_refs(messages: Sequence[Message]) -> list[ResultRef]:
                 artifact=pc.result.artifact,
                 citation=pc.result.citation,
                 order=order,
+                arguments=pc.call.arguments,
             )
         )
     return refs
@@ -303,6 +320,7 @@ def _plan(
     source: RowSource,
     table: Table | None,
     selection: Selection | None,
+    why: ExportSelection,
 ) -> ExportPlan:
     event = inp.event
     fmt: ExportFormat = request.format
@@ -325,4 +343,5 @@ def _plan(
         table=table,
         selection=selection,
         layout=layout(fmt, table, selection),
+        why=why,
     )

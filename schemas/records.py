@@ -20,6 +20,17 @@ Decision = Literal[
 ExportFormat = Literal["csv", "json", "xml", "xlsx"]
 RequestFormat = Literal["csv", "json", "xml", "xlsx", "pdf", "docx", "md"]
 RowSource = Literal["assistant_table", "action_rows", "prior_turn"]
+# The rule of SPEC section 5 step 7 that decided where a published turn's rows came from.
+SelectionRule = Literal[
+    "assistant_table",
+    "excerpt_replaced",
+    "single_group",
+    "dominant",
+    "combined",
+    "reach_back_named",
+    "reach_back_newest",
+    "reach_back_any",
+]
 
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "json", "xml", "xlsx")
 UNSUPPORTED_FORMATS: tuple[RequestFormat, ...] = ("pdf", "docx", "md")
@@ -32,6 +43,28 @@ class StateAfter(BaseModel):
 
     state: Literal["idle", "awaiting"]
     format: RequestFormat | None = None
+
+
+class CandidateGroup(BaseModel):
+    """One group of action results the selection considered (SPEC section 6)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    turn_id: StrictStr
+    action: StrictStr
+    estimate: StrictInt | None  # rows the compact citations stand for; None: no estimate
+    rows: StrictInt | None  # real rows read; None for a group never read
+    score: StrictInt  # relevance: distinct subject words of the request the group holds
+    chosen: StrictBool  # its rows are in the file
+
+
+class ExportSelection(BaseModel):
+    """Why a published turn's rows were chosen: the deciding rule and every group considered."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rule: SelectionRule
+    groups: list[CandidateGroup]
 
 
 class ExportEntry(BaseModel):
@@ -50,6 +83,8 @@ class ExportEntry(BaseModel):
     bytes: StrictInt
     sha256: StrictStr
     truncated: StrictBool
+    # Always written for a new export; records written before it existed read as None.
+    selection: ExportSelection | None = None
 
 
 class TurnRecord(BaseModel):

@@ -25,6 +25,7 @@ from worker.sending import enqueue
 from worker.settings import Settings
 from worker.testing.seeding import Seeded, Seeding, seed, seeding
 from worker.testing.settings import HarnessSettings
+from worker.turn_report import turn_lines
 
 T = TypeVar("T")
 
@@ -208,6 +209,27 @@ def turns_list(conversation: str, as_json: bool) -> None:
             f"{r.get('format') or '-'}  {(r.get('export') or {}).get('row_count', '')}"
         ),
     )
+
+
+@turns.command("show")
+@click.argument("turn_id")
+@click.option("--conversation", required=True, help="Conversation id.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def turns_show(turn_id: str, conversation: str, as_json: bool) -> None:
+    """One turn record, with why its rows were chosen."""
+
+    async def work(backend: Backend, _: Settings) -> dict[str, Any] | None:
+        record = await backend.ledger.get(conversation, turn_id)
+        return None if record is None else record.model_dump(mode="json")
+
+    record = _with_backend(work)
+    if record is None:
+        raise Failure(f"no turn record {turn_id!r} in conversation {conversation!r}")
+    if as_json:
+        _print_json([record])
+        return
+    for line in turn_lines(record):
+        click.echo(line)
 
 
 @cli.group()

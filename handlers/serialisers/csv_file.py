@@ -2,9 +2,10 @@
 
 Cells that a spreadsheet would run as a formula are neutralised with a leading `'`: text
 starting (after spaces) with `=`, `+`, `-`, `@`, tab or CR, unless the whole text is a plain
-number such as `-12.5` or `+1e5`. Only ASCII digits count as a number: a spreadsheet does
-not read other scripts' digits as one, so such a cell is neutralised to be safe. The header
-row is neutralised too, since a column name is as untrusted as a value.
+number such as `-12.5`, `+1e5` or `-1,234.50` (digits before the point grouped in threes).
+Only ASCII digits count as a number: a spreadsheet does not read other scripts' digits as
+one, so such a cell is neutralised to be safe. The header row is neutralised too, since a
+column name is as untrusted as a value.
 
 Values: None is empty, booleans are `true`/`false`, numbers keep their Python repr (which
 every spreadsheet reads as a number), NaN and ±Infinity are the text `NaN`, `Infinity`,
@@ -26,7 +27,10 @@ from handlers.serialisers import aligned, byte_chunks
 from handlers.serialisers.json_file import compact_json
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-_PLAIN_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+# Digits before the point may be grouped in threes by commas ("-1,234.50" is a number).
+_PLAIN_NUMBER = re.compile(
+    r"[+-]?(([0-9]{1,3}(,[0-9]{3})+|[0-9]+)(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?"
+)
 _NEEDS_QUOTES = re.compile(r'[",\r\n]')
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE_BREAK = re.compile("\r\n?|\n")

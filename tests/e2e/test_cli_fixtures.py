@@ -9,9 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_driver import Cli, csv_rows, load_fixture
+from cli_driver import FIXTURES, Cli, csv_rows, load_fixture
 
-PUBLIC = ["headline", "clarify_then_answer", "two_small_groups"]
+# Every public fixture with an expected outcome: the shared three and the project's own.
+PUBLIC = sorted(p.name.removesuffix(".expected.json") for p in FIXTURES.glob("*.expected.json"))
+
+
+_RULES = {
+    "assistant_table",
+    "excerpt_replaced",
+    "single_group",
+    "dominant",
+    "combined",
+    "reach_back_named",
+    "reach_back_newest",
+    "reach_back_any",
+}
 
 
 def _same(want: Any, got: str) -> bool:
@@ -64,6 +77,11 @@ def _check_export(cli: Cli, record: dict[str, Any], want: dict[str, Any]) -> Non
     assert record["event_sent"] is True
     for key in ("format", "export_id", "blob", "row_source", "row_count", "truncated"):
         assert export[key] == want[key], key
+    if "selection_rule" in want:
+        assert export["selection"]["rule"] == want["selection_rule"]
+    assert export["selection"]["rule"] in _RULES
+    chosen = [g for g in export["selection"]["groups"] if g["chosen"]]
+    assert bool(chosen) == (export["row_source"] != "assistant_table")
     if want.get("columns_exact") is not None:
         assert export["columns"] == want["columns_exact"]
     for column in want.get("columns_required") or []:
@@ -74,6 +92,8 @@ def _check_export(cli: Cli, record: dict[str, Any], want: dict[str, Any]) -> Non
         assert sorted(export["source_artifacts"]) == want["source_artifacts"]
     for path in want.get("source_artifacts_include") or []:
         assert path in export["source_artifacts"]
+    for path in want.get("source_artifacts_exclude") or []:
+        assert path not in export["source_artifacts"]
 
     data = cli.export_bytes(export["export_id"])
     assert export["bytes"] == len(data)
@@ -244,3 +264,35 @@ def test_json_output_is_only_json(cli: Cli) -> None:
     ):
         out = cli.run(*args, "--json").stdout
         assert json.loads(out) == []
+
+
+def test_turns_show_prints_one_record_and_why_its_rows_were_chosen(cli: Cli) -> None:
+    cli.run("dev", "seed", str(FIXTURES / "relevance.fixture.json"))
+    cli.run("run", "--drain")
+    args = ("turns", "show", "turn_relevance_a3", "--conversation", "conv_relevance_a")
+    [record] = cli.json(*args)
+    assert record == next(
+        r
+        for r in cli.json("turns", "list", "--conversation", "conv_relevance_a")
+        if r["turn_id"] == "turn_relevance_a3"
+    )
+    selection = record["export"]["selection"]
+    assert selection["rule"] == "reach_back_named"
+    chosen = [g for g in selection["groups"] if g["chosen"]]
+    assert [(g["turn_id"], g["action"], g["rows"]) for g in chosen] == [
+        ("turn_relevance_a1", "list_parameter_history", 900)
+    ]
+    newer = next(g for g in selection["groups"] if g["turn_id"] == "turn_relevance_a2")
+    assert newer["rows"] is None and newer["score"] == 0  # never read, names nothing asked
+    text = cli.run(*args).stdout.decode()
+    assert "reach_back_named" in text and "list_parameter_history" in text
+    assert "BatteryVoltage1" not in text  # no row data, only decisions
+
+
+def test_turns_show_of_an_unrecorded_turn_exits_1_with_one_line(cli: Cli) -> None:
+    proc = cli.run("turns", "show", "turn_nowhere", "--conversation", "conv_x", check=False)
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert len(proc.stderr.decode().strip().splitlines()) == 1
+    assert "turn_nowhere" in proc.stderr.decode()
+    usage = cli.run("turns", "show", "turn_nowhere", check=False)
+    assert usage.returncode == 2

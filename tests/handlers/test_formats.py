@@ -108,6 +108,37 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("excel", "put it in a spreadsheet, a csv is fine", "csv"),
     ("excel", "put it in a spreadsheet, not a csv", "xlsx"),
     ("excel", "a spreadsheet please", "xlsx"),
+    # a conversion target wins over the format converted from
+    ("target", "convert JSON to XML", "xml"),
+    ("target", "turn this PDF into XML", "xml"),
+    ("target", "the json as csv", "csv"),
+    ("target", "Could you export the json as xml please", "xml"),
+    ("target", "export the data from the json file to xml", "xml"),
+    ("target", "Can you convert the attached spreadsheet to json?", "json"),
+    ("target", "Please turn my spreadsheet into a CSV", "csv"),
+    ("target", "convert my csv to excel", "xlsx"),
+    ("target", "give me the xml in json", "json"),
+    ("target", "here is my csv, can you make it json?", "json"),
+    ("target", "Review the attached JSON and give me an XML version", "xml"),
+    ("target", "don't convert to xml, give me json", "json"),
+    ("target", "a csv as well as json", "csv"),
+    ("target", "json, such as xml", "json"),
+    ("target", "export to json or xml", "json"),
+    # a format named as what the user already has is the input, not a request
+    ("input", "Analyze this spreadsheet.", None),
+    ("input", "analyze the spreadsheet", None),
+    ("input", "validate this JSON object", None),
+    ("input", "the attached csv", None),
+    ("input", "Look at the attached csv and tell me what you think", None),
+    ("input", "my xlsx", None),
+    ("input", "check the csv", None),
+    ("input", "Can you review my sales spreadsheet?", None),
+    ("input", "parse the json I pasted", None),
+    ("input", "What trends are in the uploaded csv", None),
+    ("input", "summarize the data from my spreadsheet", None),
+    ("input", "I uploaded a spreadsheet; export it as csv", "csv"),
+    ("input", "check the data and create a csv", "csv"),
+    ("input", "in the spreadsheet, find the outliers", None),
     # nothing named
     ("none", "", None),
     ("none", "   ", None),
@@ -178,3 +209,15 @@ def test_no_format_named_requests_nothing(text: str, expected: RequestFormat | N
 
 def test_curly_apostrophe_negation_does_not_request() -> None:
     assert detect_format("don\u2019t create a csv") is None
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("target"))
+def test_conversion_target_wins(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("input"))
+def test_format_the_user_already_has_is_input_not_a_request(
+    text: str, expected: RequestFormat | None
+) -> None:
+    assert detect_format(text) == expected

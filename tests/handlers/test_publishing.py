@@ -25,7 +25,7 @@ from handlers.publishing import (
     next_effect,
 )
 from schemas.events import TurnCompleted
-from schemas.records import StateAfter, TurnRecord
+from schemas.records import CandidateGroup, ExportSelection, StateAfter, TurnRecord
 
 EVENT = TurnCompleted.model_validate(
     {
@@ -51,6 +51,14 @@ PLAN = ExportPlan(
     table=None,
     selection=None,
     layout=Layout(("time", "value"), ("time", "value"), 900, ("artifacts/conv_1/a.json",), False),
+    why=ExportSelection(
+        rule="single_group",
+        groups=[
+            CandidateGroup(
+                turn_id="turn_1", action="history", estimate=900, rows=900, score=0, chosen=True
+            )
+        ],
+    ),
 )
 WRITTEN = Written(bytes=41338, sha256="ab" * 32)
 AT = "2026-11-20T09:01:40.000000Z"

@@ -137,6 +137,32 @@ def test_secret_keys_dropped_at_any_depth() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "access_key",
+        "AWSAccessKeyId",
+        "storageAccountKey",
+        "account-key",
+        "private_key",
+        "PrivateKeyPem",
+        "subscription_key",
+        "Ocp-Apim-Subscription-Key",
+        "shared_access_signature",
+        "SharedAccessKeyName",
+        "sharedAccessPolicy",
+    ],
+)
+def test_secret_key_fragments_of_the_full_list_are_dropped_at_any_depth(key: str) -> None:
+    row = {key: "s", "id": 1, "nested": {key: "s", "deeper": [{key: "s", "ok": True}]}}
+    assert clean_row(row) == {"id": 1, "nested": {"deeper": [{"ok": True}]}}
+
+
+@pytest.mark.parametrize("key", ["access", "account", "key", "public_key", "keyboard", "shared"])
+def test_keys_without_a_secret_fragment_are_kept(key: str) -> None:
+    assert clean_row({key: 1}) == {key: 1}
+
+
 def test_secret_keys_cleaning_leaves_the_row_unchanged() -> None:
     row = {"token": "t", "nested": {"secret": 1}}
     clean_row(row)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from handlers.excerpt import TableMatcher, cell_matches, is_excerpt
+from handlers.cell_keys import cell_matches
+from handlers.excerpt import TableMatcher, is_excerpt
 from handlers.reach_back import MAX_REACH_BACK_ARTIFACTS, reach_back
 from handlers.selection import ResultRef, choose_actions, source_column_name
 from handlers.tables import Table
@@ -188,7 +189,7 @@ def test_rounded_number_matches_excerpt(text: str, value: Any) -> None:
         ("12.3", 12.355),
         ("1", True),
         ("abc", 1.0),
-        ("12.35 V", 12.345),
+        ("12.35 Vo1t", 12.345),
     ],
 )
 def test_rounded_number_other_values_do_not_match(text: str, value: Any) -> None:

@@ -21,8 +21,8 @@ from handlers.serialisers.json_file import json_chunks
 from handlers.serialisers.xlsx_file import write_xlsx
 from handlers.serialisers.xml_file import safe_element_name, xml_chunks
 
-# The acceptance tests' own check for an unneutralised formula cell.
-PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+# A plain number (SPEC section 8): digits before the point optionally grouped in threes.
+PLAIN_NUMBER = re.compile(r"[+-]?((\d{1,3}(,\d{3})+|\d+)(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 names = st.one_of(
@@ -174,3 +174,37 @@ def test_xlsx_parses_back_to_numbers_booleans_and_text(
             got_row,
             wanted,
         )
+
+
+grouped_numbers = st.builds(
+    lambda sign, head, groups, frac: f"{sign}{head}{''.join(f',{g:03d}' for g in groups)}{frac}",
+    st.sampled_from(["", "-", "+"]),
+    st.integers(min_value=1, max_value=999),
+    st.lists(st.integers(min_value=0, max_value=999), min_size=1, max_size=4),
+    st.sampled_from(["", ".5", ".50", ".125", "."]),
+)
+multiline_text = st.lists(
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=6), max_size=4
+).flatmap(
+    lambda parts: st.lists(
+        st.sampled_from(["\n", "\r", "\r\n"]), min_size=len(parts), max_size=len(parts)
+    ).map(lambda breaks: "".join(p + b for p, b in zip(parts, breaks, strict=True)))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(grouped_numbers, multiline_text), min_size=1, max_size=6))
+def test_csv_round_trip_keeps_grouped_numbers_plain_and_line_breaks_as_crlf(
+    cells: list[str],
+) -> None:
+    columns = [f"c{i}" for i in range(len(cells))]
+    text = b"".join(csv_chunks(columns, [cells], bom=False)).decode("utf-8")
+    assert "\n" not in text.replace("\r\n", "") and "\r" not in text.replace("\r\n", "")
+    [header, record] = list(csv.reader(io.StringIO(text, newline=""), strict=True))
+    assert header == columns
+    for written, value in zip(record, cells, strict=True):
+        crlf = re.sub("\r\n?|\n", "\r\n", value)
+        if PLAIN_NUMBER.fullmatch(value):
+            assert written == value  # a grouped number stays a number: no apostrophe
+        else:
+            assert written in (crlf, "'" + crlf)

@@ -71,6 +71,10 @@ def test_header_suffix_never_collides_with_a_name_already_present() -> None:
     assert unique_headers(["a", "A", "a 2"]) == ["a", "A 3", "a 2"]
 
 
+def test_duplicate_header_suffix_skips_a_suffix_another_column_holds() -> None:
+    assert unique_headers(["Amount", "Amount 2", "Amount"]) == ["Amount", "Amount 2", "Amount 3"]
+
+
 def test_header_for_a_blank_collides_with_a_real_column_name_and_is_suffixed() -> None:
     assert unique_headers(["Column 2", ""]) == ["Column 2", "Column 2 2"]
 
@@ -153,6 +157,13 @@ def test_csv_quotes_cells_with_comma_quote_cr_or_lf_and_doubles_inner_quotes(
         ("-1e", "'-1e"),
         ("-12.5 ", "'-12.5 "),
         ("-١٢", "'-١٢"),
+        ("-1,234.50", "-1,234.50"),
+        ("+1,234", "+1,234"),
+        ("-12,345,678.9e3", "-12,345,678.9e3"),
+        ("-1,23", "'-1,23"),
+        ("-1,2345", "'-1,2345"),
+        ("-,123", "'-,123"),
+        ("-1,,234", "'-1,,234"),
         ("a=b", "a=b"),
         ("12", "12"),
         ("x@y.z", "x@y.z"),

@@ -166,3 +166,115 @@ def test_code_fences_are_not_tables() -> None:
 def test_pipe_table_lines_are_not_read_again_as_csv() -> None:
     reply = "| a | b |\n|---|---|\n| 1,5 | 2 |\n| 3,5 | 4 |\n"
     assert find_table(reply) == Table(columns=("a", "b"), rows=(("1,5", "2"), ("3,5", "4")))
+
+
+# --------------------------------------------------------------------------------------
+# Fences: `csv` or `text/csv` in any case; a fence that never closes is no fence
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("label", ["csv", "CSV", "text/csv", "Text/CSV"])
+def test_fence_labelled_csv_or_text_csv_in_any_case_is_read_first(label: str) -> None:
+    reply = f"| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n\n```{label}\nx,y\n1,2\n```"
+    assert find_table(reply) == Table(columns=("x", "y"), rows=(("1", "2"),))
+
+
+def test_unterminated_fence_is_not_a_fence_its_lines_are_unfenced_text() -> None:
+    # Were it a fence, its csv would win outright; as text, the larger pipe table wins.
+    reply = "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n\n```csv\nx,y\n1,2\n"
+    assert find_table(reply) == Table(columns=("a", "b"), rows=(("1", "2"), ("3", "4")))
+    assert find_table("```csv\nx,y\n1,2\n3,4\n") == Table(
+        columns=("x", "y"), rows=(("1", "2"), ("3", "4"))
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Unfenced CSV blocks: quoted fields span lines, prose and Source lines end a block
+# --------------------------------------------------------------------------------------
+def test_unfenced_csv_quoted_field_keeps_blank_lines_and_every_paragraph() -> None:
+    reply = (
+        "Here are the notes:\n\n"
+        'site,note\nKiruna,"first paragraph\n\nsecond paragraph, with a comma"\n'
+        "Svalbard,short\n"
+    )
+    assert find_table(reply) == Table(
+        columns=("site", "note"),
+        rows=(
+            ("Kiruna", "first paragraph\n\nsecond paragraph, with a comma"),
+            ("Svalbard", "short"),
+        ),
+    )
+
+
+def test_unfenced_csv_quoted_long_sentence_cell_is_not_prose() -> None:
+    reply = 'id,comment\n1,"This is a long comment that has many words, more than eight."\n'
+    table = find_table(reply)
+    assert table is not None and len(table.rows) == 1
+
+
+def test_unfenced_csv_unclosed_quote_is_not_a_row() -> None:
+    reply = 'a,b\n1,2\n3,"never closed\n4,5\n'
+    assert find_table(reply) == Table(columns=("a", "b"), rows=(("1", "2"),))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Source: list_parameter_history, pages 1 and 2",
+        "Sources: history, sites",
+        "*Citation:* get_facts, call 3",
+        "> source: tool, result",
+    ],
+)
+def test_source_and_citation_lines_end_an_unfenced_block(line: str) -> None:
+    reply = f"t,v\n1,2\n3,4\n{line}\n"
+    assert find_table(reply) == Table(columns=("t", "v"), rows=(("1", "2"), ("3", "4")))
+
+
+def test_source_line_ends_a_pipe_table() -> None:
+    reply = "| t | v |\n|---|---|\n| 1 | 2 |\nSource: history | page 1\n"
+    assert find_table(reply) == Table(columns=("t", "v"), rows=(("1", "2"),))
+
+
+def test_line_ending_in_a_colon_is_not_a_header() -> None:
+    reply = "Values, in volts:\nt,v\n1,2\n"
+    assert find_table(reply) == Table(columns=("t", "v"), rows=(("1", "2"),))
+
+
+def test_line_of_another_field_count_ends_the_block() -> None:
+    reply = "t,v\n1,2\n3,4,5\n6,7\n"
+    assert find_table(reply) == Table(columns=("t", "v"), rows=(("1", "2"),))
+
+
+def test_crlf_reply_text_parses_like_lf() -> None:
+    assert find_table("t,v\r\n1,2\r\n3,4\r\n") == Table(
+        columns=("t", "v"), rows=(("1", "2"), ("3", "4"))
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Elisions: rows of only `...`/`…` or empty cells, columns headed by an ellipsis
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "t,v\n1,2\n...\n3,4\n",
+        "t,v\n1,2\n…,…\n3,4\n",
+        "```csv\nt,v\n1,2\n...\n3,4\n```",
+        "| t | v |\n|---|---|\n| 1 | 2 |\n| ... | ... |\n| 3 | 4 |",
+        "| t | v |\n|---|---|\n| 1 | 2 |\n| … | |\n| 3 | 4 |",
+        "t\tv\n1\t2\n…\n3\t4\n",
+    ],
+)
+def test_elision_row_is_not_a_row_and_does_not_end_the_table(reply: str) -> None:
+    assert find_table(reply) == Table(columns=("t", "v"), rows=(("1", "2"), ("3", "4")))
+
+
+def test_column_headed_by_an_ellipsis_is_not_a_column() -> None:
+    reply = "| t | v | … |\n|---|---|---|\n| 1 | 2 | x |\n| 3 | 4 | y |"
+    assert find_table(reply) == Table(columns=("t", "v"), rows=(("1", "2"), ("3", "4")))
+    assert find_table("t,...,v\n1,,2\n") == Table(columns=("t", "v"), rows=(("1", "2"),))
+
+
+def test_empty_rows_are_not_rows() -> None:
+    assert find_table("| t | v |\n|---|---|\n|  |  |\n| 1 | 2 |") == Table(
+        columns=("t", "v"), rows=(("1", "2"),)
+    )

@@ -19,6 +19,7 @@ from handlers import turn as story
 from handlers.compaction import build_citation
 from handlers.dataset import RowCollector, finish_row
 from handlers.errors import PermanentError, RetryableError
+from handlers.rationale import Considered
 from schemas.documents import Conversation, parse_message
 from schemas.events import TurnCompleted
 
@@ -61,14 +62,18 @@ class Chat:
     def reply(self, text: str = "", **fields: Any) -> str:
         return self._add("assistant", content=text, tool_calls=[], **fields)
 
-    def tools(self, *results: tuple[str, Any], success: bool = True, artifact: bool = True) -> None:
-        """One assistant message with parallel calls and one tool message answering them."""
+    def tools(self, *results: tuple[Any, ...], success: bool = True, artifact: bool = True) -> None:
+        """One assistant message with parallel calls and one tool message answering them.
+
+        Each result is (name, result) or (name, result, arguments).
+        """
         calls, answers = [], []
-        for name, result in results:
+        for name, result, *rest in results:
+            arguments = rest[0] if rest else {}
             self.calls += 1
             call_id = f"call_{self.calls}"
             path = f"artifacts/{CID}/t{self.turn}/{call_id}.json"
-            calls.append({"id": call_id, "name": name, "arguments": {}})
+            calls.append({"id": call_id, "name": name, "arguments": arguments})
             answers.append(
                 {
                     "call_id": call_id,
@@ -81,7 +86,7 @@ class Chat:
             self.artifacts[path] = {
                 "call_id": call_id,
                 "name": name,
-                "arguments": {},
+                "arguments": arguments,
                 "result": result,
             }
         self._add("assistant", content="", tool_calls=calls)
@@ -167,7 +172,9 @@ def decision_of(outcome: phases.Ending) -> str:
 # --------------------------------------------------------------------------------------
 # The public fixtures, fed to the core directly
 # --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["headline", "clarify_then_answer", "two_small_groups"])
+@pytest.mark.parametrize(
+    "name", sorted(p.name.removesuffix(".expected.json") for p in FIXTURES.glob("*.expected.json"))
+)
 def test_public_fixtures_decide_as_expected_in_the_core(name: str) -> None:
     fixture = json.loads((FIXTURES / f"{name}.fixture.json").read_text())
     expected = json.loads((FIXTURES / f"{name}.expected.json").read_text())
@@ -183,10 +190,16 @@ def test_public_fixtures_decide_as_expected_in_the_core(name: str) -> None:
         assert facts.state_after.model_dump() == want["state_after"]
         if want["export"] is None:
             continue
-        assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
+        assert isinstance(outcome, phases.ExportPlan)
         export = want["export"]
         assert outcome.export_id == export["export_id"] and outcome.blob == export["blob"]
         assert outcome.row_source == export["row_source"]
+        if "selection_rule" in export:
+            assert outcome.why.rule == export["selection_rule"]
+        if outcome.table is not None:
+            assert len(outcome.table.rows) == export["row_count"]
+            continue
+        assert outcome.selection is not None
         assert outcome.selection.row_count == export["row_count"] == len(rows)
         for path in export["source_artifacts_include"] or export["source_artifacts"] or []:
             assert path in outcome.selection.source_artifacts
@@ -624,7 +637,7 @@ def test_an_ended_turn_cannot_move_and_deferred_groups_need_the_running_collecto
     with pytest.raises(phases.IllegalTransition):
         story.after_fetch(inp, story.conversation_deleted(), RowCollector(None))
     deferred = phases.FetchDeferredGroups(
-        phases.ExportRequest(plan.facts, "csv", None), fetch=(), window=()
+        phases.ExportRequest(plan.facts, "csv", None, Considered()), fetch=(), window=()
     )
     with pytest.raises(phases.IllegalTransition):
         story.collector_for(deferred, None)

@@ -9,6 +9,7 @@ import pytest
 from schemas.documents import AssistantMessage, Conversation, ToolMessage
 from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.generate import HERE, SCHEMA_FILES, render
+from schemas.records import ExportEntry
 
 GOOD = {
     "type": "turn.completed",
@@ -101,3 +102,27 @@ def test_turn_completed_is_frozen() -> None:
     event = TurnCompleted.model_validate(GOOD)
     with pytest.raises(ValueError):
         event.turn_id = "other"  # type: ignore[misc]
+
+
+def test_export_entry_written_before_selection_existed_still_reads() -> None:
+    entry = {
+        "export_id": "exp_1",
+        "blob": "exports/c/t/exp_1.csv",
+        "file_name": "export_20261120_090139.csv",
+        "format": "csv",
+        "row_count": 1,
+        "columns": ["a"],
+        "row_source": "action_rows",
+        "source_artifacts": [],
+        "bytes": 10,
+        "sha256": "0" * 64,
+        "truncated": False,
+    }
+    assert ExportEntry.model_validate(entry).selection is None
+    group = {"turn_id": "t", "action": "a", "estimate": None, "rows": 1, "score": 0, "chosen": True}
+    selected = ExportEntry.model_validate(
+        {**entry, "selection": {"rule": "single_group", "groups": [group]}}
+    )
+    assert selected.selection is not None and selected.selection.groups[0].rows == 1
+    with pytest.raises(ValueError):
+        ExportEntry.model_validate({**entry, "selection": {"rule": "newest", "groups": []}})

@@ -233,3 +233,19 @@ def test_export_published_event_matches_the_record(tmp_path: Path) -> None:
         assert event["turn_id"] == record.turn_id and event["user_id"] == record.user_id
 
     run(tmp_path, headline(), body)
+
+
+def test_published_record_says_why_its_rows_were_chosen(tmp_path: Path) -> None:
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        record = await handler.handle(message)
+        recorded = await backend.ledger.get("conv_headline_a", "turn_headline_a1")
+        assert record.export is not None and record.export.selection is not None
+        assert recorded is not None
+        stored = recorded.model_dump(mode="json")
+        assert stored["export"]["selection"]["rule"] == "excerpt_replaced"
+        groups = {g["action"]: g for g in stored["export"]["selection"]["groups"]}
+        assert groups["list_parameter_history"]["rows"] == 900
+        assert groups["list_parameter_history"]["chosen"] is True
+        assert groups["list_instances"]["rows"] is None  # a lookup never read
+
+    run(tmp_path, headline(), body)

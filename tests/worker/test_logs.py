@@ -9,29 +9,16 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from worker import cli, logs
 from worker.ports import Backend, BlobInfo, BlobUpload
 
 SECRET = "SECRET-ROW-7f3a9c"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """Each test configures logging on its own stream; leave nothing behind."""
-    yield
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if isinstance(h, logs._RoutedHandler)]:
-        root.removeHandler(handler)
-    logging.captureWarnings(False)
-    structlog.reset_defaults()
 
 
 def lines(text: str) -> list[dict[str, Any]]:

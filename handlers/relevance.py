@@ -1,0 +1,135 @@
+"""Relevance (SPEC 5.7): which words of a request name a group of action results.
+
+A request's *subject words* are its words minus the short, the all-digit and the stop
+words: the formats and their synonyms, the words of asking for a file or for data, and
+English function words. A group's words come from its action name, the string values of
+its calls' arguments, its columns and the string values of its compact citations, all of
+which the worker already holds in the messages it read: scoring reads no artifact.
+
+Words are split on every character that is not a letter or a digit, then again at
+lower-to-upper case and letter/digit boundaries, and lower-cased: `BatteryVoltage1` gives
+`battery`, `voltage`, `1`; `list_parameter_history` gives `list`, `parameter`, `history`.
+A group's score is the number of distinct subject words among its words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final
+
+MIN_WORD_CHARS: Final = 3
+# Bounds on what one group contributes: citations are compact, but arguments need not be.
+_MAX_STRINGS: Final = 2000
+_MAX_DEPTH: Final = 8
+
+_FORMAT_WORDS: Final = frozenset(
+    {
+        "csv", "csvs", "json", "xml", "xlsx", "xls", "excel", "spreadsheet", "spreadsheets",
+        "sheet", "sheets", "workbook", "pdf", "pdfs", "docx", "doc", "word", "markdown",
+        "tsv", "format", "formats", "document", "documents", "version",
+    }
+)  # fmt: skip
+_ASKING_WORDS: Final = frozenset(
+    {
+        "create", "make", "export", "generate", "give", "get", "pull", "fetch", "retrieve",
+        "show", "put", "turn", "send", "download", "convert", "save", "produce", "attach",
+        "file", "files", "data", "dataset", "datasets", "table", "tables", "row", "rows",
+        "record", "records", "value", "values", "result", "results", "sample", "samples",
+        "list", "all", "every", "want", "need", "like", "please", "thanks", "thank",
+        "could", "would", "can", "will", "should", "able", "let", "into", "copy", "output",
+        "prepare", "build", "write", "dump", "provide", "share", "email", "again", "too",
+        "also", "just", "now", "instead", "entire", "whole", "full", "complete", "raw",
+        "everything", "anything", "something", "thing", "things", "stuff", "info",
+        "information", "one", "ones", "each", "per", "yes", "okay", "sure", "actually",
+        "creating", "making", "exporting", "exported", "created", "made",
+    }
+)  # fmt: skip
+_FUNCTION_WORDS: Final = frozenset(
+    {
+        "the", "and", "for", "with", "from", "this", "that", "these", "those", "them",
+        "they", "their", "theirs", "you", "your", "yours", "our", "ours", "mine", "his",
+        "her", "hers", "its", "was", "were", "are", "been", "being", "have", "has", "had",
+        "having", "does", "did", "doing", "done", "not", "but", "nor", "any", "some",
+        "both", "either", "neither", "which", "what", "whose", "who", "whom", "when",
+        "where", "why", "how", "there", "here", "than", "then", "into", "onto", "over",
+        "under", "about", "above", "below", "after", "before", "between", "through",
+        "during", "without", "within", "again", "once", "only", "own", "same", "such",
+        "very", "more", "most", "other", "others", "another", "few", "many", "much",
+        "all", "out", "off", "via", "per", "upon", "while", "since", "until", "unless",
+        "because", "though", "although", "whether", "shall", "may", "might", "must",
+        "ought", "let", "lets", "yet", "still", "even", "ever", "never", "also", "well",
+        "back", "earlier", "previous", "last", "first", "latest",
+        "across", "along", "around", "against", "among", "toward", "towards",
+        "don", "didn", "doesn", "isn", "aren", "wasn", "weren", "won", "wouldn", "can",
+        "couldn", "shouldn", "haven", "hasn", "hadn", "i'm", "ive", "you're",
+    }
+)  # fmt: skip
+STOP_WORDS: Final = _FORMAT_WORDS | _ASKING_WORDS | _FUNCTION_WORDS
+
+_PIECES: Final = re.compile(r"[^\W_]+")
+_PLACEHOLDER: Final = re.compile(r"<(?:dict|list) with \d+ (?:keys|items)>")
+_TRUNCATION: Final = re.compile(r"…\[truncated \d+ chars\]$")
+
+
+def words(text: str) -> Iterator[str]:
+    """Every word of a text, split by the relevance rules and lower-cased."""
+    for piece in _PIECES.findall(text):
+        start = 0
+        for at in range(1, len(piece)):
+            before, char = piece[at - 1], piece[at]
+            # A lower-case letter then an upper-case one, or a letter beside a digit.
+            if (before.islower() and char.isupper()) or before.isalpha() != char.isalpha():
+                yield piece[start:at].lower()
+                start = at
+        yield piece[start:].lower()
+
+
+def subject_words(request_text: str) -> frozenset[str]:
+    """The words a request names its data by: no short, all-digit or stop words."""
+    return frozenset(
+        word
+        for word in words(request_text)
+        if len(word) >= MIN_WORD_CHARS and not word.isdigit() and word not in STOP_WORDS
+    )
+
+
+def group_words(
+    action: str,
+    arguments: Iterable[Mapping[str, Any]],
+    columns: Iterable[str],
+    citation_results: Iterable[Any],
+) -> frozenset[str]:
+    """The words of a group: action name, call argument strings, columns, citation strings."""
+    found: set[str] = set(words(action))
+    for column in columns:
+        found.update(words(column))
+    budget = [_MAX_STRINGS]
+    for argument_set in arguments:
+        for text in _strings(argument_set, 0, budget):
+            found.update(words(text))
+    for result in citation_results:
+        for text in _strings(result, 0, budget):
+            if not _PLACEHOLDER.fullmatch(text):
+                found.update(words(_TRUNCATION.sub("", text)))
+    return frozenset(found)
+
+
+def score(subject: frozenset[str], group: frozenset[str]) -> int:
+    """How many distinct subject words the group's words hold."""
+    return len(subject & group)
+
+
+def _strings(value: Any, depth: int, budget: list[int]) -> Iterator[str]:
+    """The string values inside a JSON value (not its keys), up to a bounded count."""
+    if budget[0] <= 0 or depth > _MAX_DEPTH:
+        return
+    if isinstance(value, str):
+        budget[0] -= 1
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item, depth + 1, budget)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item, depth + 1, budget)

@@ -1,0 +1,247 @@
+"""SPEC section 5 step 7, relevance in reach-back: the request names the dataset it means."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_turn import Chat, decision_of, drive
+
+from handlers import turn as story
+from handlers.reach_back import scan
+from handlers.relevance import STOP_WORDS, group_words, score, subject_words, words
+from handlers.selection import ResultRef
+from schemas.documents import CompactCitation
+
+
+# --- words ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("BatteryVoltage1", ["battery", "voltage", "1"]),
+        ("list_parameter_history", ["list", "parameter", "history"]),
+        ("sat-07", ["sat", "07"]),
+        ("abc123def", ["abc", "123", "def"]),
+        ("HTTPServer", ["httpserver"]),
+        ("TemperatureSensor2B", ["temperature", "sensor", "2", "b"]),
+        ("Ünïcode2Ämbar", ["ünïcode", "2", "ämbar"]),
+        ("a.b/c d", ["a", "b", "c", "d"]),
+    ],
+)
+def test_words_split_on_non_alphanumerics_case_and_letter_digit_boundaries(
+    text: str, expected: list[str]
+) -> None:
+    assert list(words(text)) == expected
+
+
+def test_subject_words_drop_short_all_digit_and_stop_words() -> None:
+    assert subject_words("create a csv of the BatteryVoltage1 samples") == {"battery", "voltage"}
+    assert subject_words("export sat-07 2026 data as json") == {"sat"}
+    assert subject_words("Give me all the rows as an excel file please") == set()
+
+
+@pytest.mark.parametrize(
+    "word",
+    [
+        # formats and their synonyms
+        "csv", "json", "xml", "xlsx", "excel", "spreadsheet", "pdf", "docx", "word", "markdown",
+        # asking for a file or for data (SPEC's list)
+        "create", "make", "export", "generate", "give", "get", "pull", "fetch", "retrieve",
+        "show", "put", "turn", "send", "download", "convert", "save", "produce", "attach",
+        "file", "data", "dataset", "table", "row", "rows", "record", "records", "value",
+        "values", "result", "results", "sample", "samples", "list", "all", "every",
+        # English function words
+        "the", "and", "for", "with", "from", "this", "that", "into", "about", "which",
+    ],
+)  # fmt: skip
+def test_stop_words_hold_the_specs_list(word: str) -> None:
+    assert word in STOP_WORDS
+    assert subject_words(word) == set()
+
+
+def test_group_words_come_from_action_arguments_columns_and_citation_strings() -> None:
+    found = group_words(
+        "list_parameter_history",
+        [{"parameter": "BatteryVoltage1", "page": 2, "filter": {"site": ["Kiruna"]}}],
+        ["timestamp", "cellTemp"],
+        [{"items": [{"label": "Solar array", "n": 3}, "<dict with 4 keys>"], "note": "x" * 3}],
+    )
+    assert {"list", "parameter", "history", "battery", "voltage", "kiruna"} <= found
+    assert {"timestamp", "cell", "temp", "solar", "array", "xxx"} <= found
+    assert not {"page", "dict", "keys", "label", "items"} & found  # keys and markers: no
+
+
+def test_truncated_citation_string_loses_only_the_marker() -> None:
+    found = group_words("a", [], [], ["Voltage readings…[truncated 120 chars]"])
+    assert found == {"a", "voltage", "readings"}
+
+
+def test_score_counts_distinct_subject_words_found() -> None:
+    subject = subject_words("csv of the BatteryVoltage1 history for sat-07")
+    assert score(subject, frozenset({"battery", "voltage", "history", "sats"})) == 3
+    assert score(subject, frozenset({"temperature"})) == 0
+
+
+# --- phase 1 with relevance -------------------------------------------------------------
+class Calls:
+    """Refs in call order, as the window hands them over."""
+
+    def __init__(self) -> None:
+        self.refs: list[ResultRef] = []
+
+    def add(
+        self, turn: str, action: str, rows: int, arguments: dict[str, Any] | None = None
+    ) -> ResultRef:
+        order = len(self.refs)
+        citation = {"result": {"items": []}, "row_count": rows, "columns": ["timestamp", "v"]}
+        ref = ResultRef(
+            turn,
+            action,
+            f"call_{order}",
+            f"artifacts/conv/{turn}/{order}.json",
+            CompactCitation.model_validate(citation),
+            order,
+            arguments or {},
+        )
+        self.refs.append(ref)
+        return ref
+
+
+def test_reach_back_named_group_wins_over_a_newer_dataset() -> None:
+    calls = Calls()
+    volts = calls.add("m1", "list_parameter_history", 900, {"parameter": "BatteryVoltage1"})
+    calls.add("m2", "list_parameter_history", 600, {"parameter": "Temperature1"})
+    found = scan(calls.refs, subject_words("create a csv of the BatteryVoltage1 samples"))
+    assert found.rule == "reach_back_named" and found.picked == [volts]
+
+
+def test_reach_back_named_needs_an_estimate_of_ten() -> None:
+    calls = Calls()
+    calls.add("m1", "get_parameter", 1, {"parameter": "BatteryVoltage1"})
+    newest = calls.add("m2", "history", 40)
+    found = scan(calls.refs, subject_words("csv of BatteryVoltage1"))
+    assert found.rule == "reach_back_newest" and found.picked == [newest]
+
+
+def test_reach_back_named_highest_score_wins() -> None:
+    calls = Calls()
+    both = calls.add("m1", "history", 50, {"parameter": "BatteryVoltage1"})
+    calls.add("m2", "history", 50, {"parameter": "Voltage2"})
+    found = scan(calls.refs, subject_words("the BatteryVoltage1 csv"))
+    assert found.chosen is not None and found.chosen.score == 2 and found.picked == [both]
+
+
+def test_reach_back_named_tie_goes_to_the_newest_turn_then_most_rows_then_first_called() -> None:
+    calls = Calls()
+    calls.add("m1", "history", 500, {"parameter": "Voltage"})
+    calls.add("m2", "history_a", 20, {"parameter": "Voltage"})
+    most = calls.add("m2", "history_b", 30, {"parameter": "Voltage"})
+    calls.add("m2", "history_c", 30, {"parameter": "Voltage"})
+    assert scan(calls.refs, subject_words("voltage csv")).picked == [most]
+
+
+def test_reach_back_without_a_named_group_keeps_recency_then_volume() -> None:
+    calls = Calls()
+    calls.add("m1", "history", 900, {"parameter": "BatteryVoltage1"})
+    newer = calls.add("m2", "history", 600, {"parameter": "Temperature1"})
+    found = scan(calls.refs, subject_words("create a csv"))
+    assert found.rule == "reach_back_newest" and found.picked == [newer]
+    assert [c.score for c in found.candidates] == [0, 0]
+
+
+def test_reach_back_any_is_the_newest_group_with_rows() -> None:
+    calls = Calls()
+    calls.add("m1", "lookup", 3, {"parameter": "BatteryVoltage1"})
+    newest = calls.add("m2", "facts", 1)
+    found = scan(calls.refs, subject_words("BatteryVoltage1 csv"))
+    assert found.rule == "reach_back_any" and found.picked == [newest]
+
+
+def test_reach_back_scan_lists_every_group_with_estimate_and_score() -> None:
+    calls = Calls()
+    calls.add("m1", "list_instances", 1, {"name_filter": "sat-07"})
+    calls.add("m1", "history", 450, {"parameter": "BatteryVoltage1"})
+    calls.add("m1", "history", 450, {"parameter": "BatteryVoltage1"})
+    found = scan(calls.refs, subject_words("csv of the sat-07 BatteryVoltage1 history"))
+    assert [(c.action, c.estimate, c.score) for c in found.candidates] == [
+        ("list_instances", 1, 1),
+        ("history", 900, 3),
+    ]
+
+
+# --- the seed's example through the whole core -----------------------------------------
+def telemetry(parameter: str, start: int, end: int, base: float) -> dict[str, Any]:
+    unit = "V" if "Voltage" in parameter else "C"
+    items = [
+        {
+            "timestamp": f"2026-11-19T{i // 60:02d}:{i % 60:02d}:00Z",
+            "parameter": parameter,
+            "value": round(base + (i % 7) / 100, 2),
+            "unit": unit,
+        }
+        for i in range(start, end)
+    ]
+    return {"parameter": parameter, "items": items, "total": end - start}
+
+
+def seed_conversation() -> Chat:
+    """BatteryVoltage1 (two pages of 450) two turns back, a newer Temperature1 dataset."""
+    volts = {"instance_id": "sat-07", "parameter": "BatteryVoltage1"}
+    chat = Chat()
+    chat.user("Retrieve the BatteryVoltage1 history for sat-07")
+    chat.tools(
+        (
+            "list_parameter_history",
+            telemetry("BatteryVoltage1", 0, 450, 12.4),
+            {**volts, "page": 1},
+        ),
+        (
+            "list_parameter_history",
+            telemetry("BatteryVoltage1", 450, 900, 12.4),
+            {**volts, "page": 2},
+        ),
+    )
+    chat.reply("I retrieved 900 BatteryVoltage1 samples.")
+    chat.user("and the Temperature1 history?")
+    temperature = {"instance_id": "sat-07", "parameter": "Temperature1"}
+    chat.tools(("list_parameter_history", telemetry("Temperature1", 0, 600, 21.0), temperature))
+    chat.reply("Here are 600 Temperature1 samples.")
+    return chat
+
+
+def test_seed_example_batteryvoltage1_two_turns_back_wins_over_newer_temperature1() -> None:
+    chat = seed_conversation()
+    chat.user("create a csv of the BatteryVoltage1 samples")
+    chat.reply("Here is the file.")
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event(history_limit=20))
+    assert isinstance(outcome, story.ExportPlan) and outcome.why is not None
+    assert outcome.row_source == "prior_turn" and len(rows) == 900
+    assert {r["parameter"] for r in rows} == {"BatteryVoltage1"}
+    assert read == [f"artifacts/conv_t/t1/call_{n}.json" for n in (1, 2)]
+    assert outcome.why.rule == "reach_back_named"
+    assert [(g.turn_id, g.estimate, g.rows, g.score, g.chosen) for g in outcome.why.groups] == [
+        ("t1", 900, 900, 2, True),
+        ("t2", 600, None, 0, False),
+    ]
+
+
+def test_seed_example_without_naming_the_dataset_takes_the_newest() -> None:
+    chat = seed_conversation()
+    chat.user("create a csv")
+    chat.reply("Here is the file.")
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event(history_limit=20))
+    assert isinstance(outcome, story.ExportPlan) and outcome.why is not None
+    assert outcome.why.rule == "reach_back_newest" and len(rows) == 600
+    assert {r["parameter"] for r in rows} == {"Temperature1"}
+
+
+def test_carried_request_is_scored_by_its_original_text() -> None:
+    chat = seed_conversation()
+    chat.user("export the BatteryVoltage1 samples as json")
+    chat.reply("Should each row be one sample, or one per minute?", clarification=True)
+    chat.user("one row per sample")
+    chat.reply("Done.", clarification=False)
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event(history_limit=20))
+    assert decision_of(outcome) == "published" and outcome.facts.carried
+    assert isinstance(outcome, story.ExportPlan) and outcome.why is not None
+    assert outcome.why.rule == "reach_back_named" and len(rows) == 900
