@@ -70,7 +70,7 @@ def test_async_next_available_takes_the_session_whose_head_is_oldest(
     async def body(client: ServiceBusClient) -> None:
         await send(client, "older", b"1")
         await send(client, "newer", b"2")
-        await send(client, "older", b"3")
+        await send(client, "newer", b"3")
         async with next_session(client) as first, next_session(client) as second:
             assert (first.session.session_id, second.session.session_id) == ("older", "newer")
 

@@ -87,7 +87,7 @@ def test_next_available_accepts_a_session_and_echoes_its_id(
 def test_next_available_takes_the_session_whose_head_is_oldest(client: ServiceBusClient) -> None:
     send(client, "older", b"1")
     send(client, "newer", b"2")
-    send(client, "older", b"3")
+    send(client, "newer", b"3")
     with next_session(client) as first, next_session(client) as second:
         assert (first.session.session_id, second.session.session_id) == ("older", "newer")
 
