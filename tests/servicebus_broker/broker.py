@@ -134,6 +134,11 @@ class ServiceBusBroker:
             deferred=sum(1 for m in messages if m.deferred),
         )
 
+    def open_connections(self, expected: int | None = None, timeout: float = 5.0) -> int:
+        """Client connections open (to see a client leak one); with `expected`, waits up to
+        `timeout` seconds for that count first, as closes arrive asynchronously."""
+        return self._endpoint.open_connections(expected, timeout)
+
     def __enter__(self) -> ServiceBusBroker:
         return self.start()
 

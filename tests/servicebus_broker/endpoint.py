@@ -50,6 +50,7 @@ class AmqpEndpoint(Handler):
         self.namespace = namespace
         self.key = key
         self.guard = threading.RLock()
+        self._connections_changed = threading.Condition(self.guard)
         self.port: int | None = None
         self.listening = threading.Event()
         self.receivers = Receivers(namespace)
@@ -59,6 +60,14 @@ class AmqpEndpoint(Handler):
         self._container: Any = None
         self._request_nodes: dict[Link, Node] = {}
         self._granted: dict[Any, set[str]] = {}
+
+    def open_connections(self, expected: int | None = None, timeout: float = 5.0) -> int:
+        """How many client connections are open; with `expected`, first wait (up to
+        `timeout`) for that many, since a client's close reaches the broker a moment later."""
+        with self._connections_changed:
+            if expected is not None:
+                self._connections_changed.wait_for(lambda: len(self._granted) == expected, timeout)
+            return len(self._granted)
 
     def bind(self, host: str, port: int) -> None:
         """Where to listen once the reactor starts."""
@@ -99,7 +108,9 @@ class AmqpEndpoint(Handler):
 
     def on_connection_remote_open(self, event: Any) -> None:
         if event.connection.state & Endpoint.LOCAL_UNINIT:
-            self._granted[event.connection] = set()
+            with self._connections_changed:
+                self._granted[event.connection] = set()
+                self._connections_changed.notify_all()
             event.connection.open()
 
     def on_session_remote_open(self, event: Any) -> None:
@@ -123,6 +134,7 @@ class AmqpEndpoint(Handler):
             for link in [lk for lk in self._request_nodes if lk.connection == connection]:
                 self._request_nodes.pop(link, None)
             self._granted.pop(connection, None)
+            self._connections_changed.notify_all()
 
     # ---- attach and detach ----------------------------------------------------------------
     def on_link_remote_open(self, event: Any) -> None:

@@ -54,6 +54,18 @@ def test_a_session_queue_refuses_a_message_without_a_session_id(
     assert broker.counts("sessions").active == 0
 
 
+def test_open_connections_are_counted_until_the_client_closes(broker: ServiceBusBroker) -> None:
+    client = ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0)
+    receiver = client.get_queue_receiver("plain", max_wait_time=WAIT)
+    receiver.__enter__()
+    browsing = client.get_queue_receiver("plain", max_wait_time=WAIT)
+    browsing.peek_messages(max_message_count=1)
+    assert broker.open_connections(expected=2) == 2
+    receiver.close()
+    client.close()
+    assert broker.open_connections(expected=0) == 0
+
+
 def test_stop_closes_the_port_and_ends_the_thread() -> None:
     broker = ServiceBusBroker(ENTITIES).start()
     port = broker.port

@@ -1,6 +1,7 @@
-"""Sessions on the broker, driven by the synchronous Service Bus SDK: accepting (named and
-next available), one holder at a time, FIFO, settlement, delivery counts, lock expiry and
-renewal, the session browser and session state."""
+"""Sessions on the broker, driven by the synchronous Service Bus SDK: accepting, one holder
+at a time, FIFO, delivery counts, lock expiry and renewal, the max delivery count. The
+asyncio SDK covers named sessions, the session browser and session state
+(test_broker_async.py)."""
 
 from __future__ import annotations
 
@@ -84,22 +85,6 @@ def test_next_available_accepts_a_session_and_echoes_its_id(
         assert abs(receiver.session.locked_until_utc - expected) < timedelta(seconds=1)
 
 
-def test_next_available_takes_the_session_whose_head_is_oldest(client: ServiceBusClient) -> None:
-    send(client, "older", b"1")
-    send(client, "newer", b"2")
-    send(client, "newer", b"3")
-    with next_session(client) as first, next_session(client) as second:
-        assert (first.session.session_id, second.session.session_id) == ("older", "newer")
-
-
-def test_a_named_session_is_accepted_by_its_id(client: ServiceBusClient) -> None:
-    send(client, "a", b"for a")
-    send(client, "b", b"for b")
-    with client.get_queue_receiver("sessions", session_id="b") as receiver:
-        assert receiver.session.session_id == "b"
-        assert b"".join(receive_one(receiver).body) == b"for b"
-
-
 def test_a_held_session_cannot_be_locked_by_a_second_receiver(client: ServiceBusClient) -> None:
     send(client, "busy", b"x")
     with next_session(client), pytest.raises(SessionCannotBeLockedError):
@@ -124,14 +109,6 @@ def test_messages_of_a_session_arrive_in_send_order(client: ServiceBusClient) ->
             bodies.append(b"".join(message.body))
             receiver.complete_message(message)
         assert bodies == [b"a0", b"a1", b"a2", b"a3"]
-
-
-def test_complete_removes_the_message(client: ServiceBusClient, broker: ServiceBusBroker) -> None:
-    send(client, "s", b"only")
-    with next_session(client) as receiver:
-        receiver.complete_message(receive_one(receiver))
-        assert receiver.receive_messages(max_wait_time=EMPTY_WAIT) == []
-    assert broker.counts("sessions").active == 0
 
 
 def test_delivery_count_is_zero_first_and_one_after_an_abandon(client: ServiceBusClient) -> None:
@@ -187,16 +164,6 @@ def test_renewing_the_session_lock_keeps_the_session(
         receiver.complete_message(message)
 
 
-def test_renewing_an_expired_session_lock_raises_session_lock_lost(
-    client: ServiceBusClient, clock: ManualClock
-) -> None:
-    send(client, "s", b"x")
-    with next_session(client) as receiver:
-        clock.advance(LOCK_SECONDS + 1)
-        with pytest.raises(SessionLockLostError):
-            receiver.session.renew_lock()
-
-
 def test_max_delivery_count_moves_the_message_to_the_dead_letter_queue(
     client: ServiceBusClient, broker: ServiceBusBroker
 ) -> None:
@@ -223,26 +190,3 @@ def test_closing_a_session_returns_its_messages_without_counting_a_delivery(
         receive_one(receiver)
     with next_session(client) as successor:
         assert receive_one(successor).delivery_count == 0
-
-
-def test_the_session_browser_lists_sessions_with_messages(client: ServiceBusClient) -> None:
-    assert list(client.list_queue_sessions("sessions")) == []
-    send(client, "a", b"1")
-    send(client, "b", b"2")
-    with client.get_queue_receiver("sessions", session_id="a") as receiver:
-        message = receive_one(receiver)
-        # A locked message still counts as active: both sessions are listed.
-        assert sorted(client.list_queue_sessions("sessions")) == ["a", "b"]
-        receiver.complete_message(message)
-    assert list(client.list_queue_sessions("sessions")) == ["b"]
-
-
-def test_session_state_is_kept_and_listed(client: ServiceBusClient) -> None:
-    send(client, "s", b"x")
-    with next_session(client) as receiver:
-        assert receiver.session.get_state() is None
-        receiver.session.set_state(b"checkpoint-1")
-        assert receiver.session.get_state() == b"checkpoint-1"
-        receiver.complete_message(receive_one(receiver))
-    # No message left, but state: the browser still lists the session.
-    assert list(client.list_queue_sessions("sessions")) == ["s"]
