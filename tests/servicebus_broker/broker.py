@@ -124,7 +124,7 @@ class ServiceBusBroker:
     def counts(self, path: str) -> EntityCounts:
         """Active (queued or locked), dead-lettered and deferred messages of an entity."""
         with self._endpoint.guard:
-            self.namespace.expire()
+            self._endpoint.let_time_pass()
             entity = self.namespace.entity(path)
             messages = list(entity.messages())
             dead = list(entity.dead_letters.messages()) if entity.dead_letters else []

@@ -73,6 +73,11 @@ class AmqpEndpoint(Handler):
         """Where to listen once the reactor starts."""
         self._host, self._requested_port = host, port
 
+    def let_time_pass(self) -> None:
+        """Expire the locks that ran out (for callers outside the reactor thread)."""
+        with self.guard:
+            self.receivers.lose(self.namespace.expire())
+
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
         """One reactor event: time passes first, then the event, then deliveries."""

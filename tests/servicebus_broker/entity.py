@@ -236,6 +236,11 @@ class Entity:
         record.until = now + self.settings.lock_duration
         return record
 
+    def holds(self, session_id: str, holder: object, now: float) -> bool:
+        """Whether `holder` has the session locked right now."""
+        record = self._sessions.get(session_id)
+        return record is not None and record.holder is holder and record.until > now
+
     def next_available_session(self, now: float) -> str | None:
         """An unheld session with a deliverable message: the one whose head arrived first."""
         for stored in self._messages.values():

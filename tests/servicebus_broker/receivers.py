@@ -164,6 +164,10 @@ class Receivers:
         link = consumer.link
         if not link.state & Endpoint.LOCAL_ACTIVE:
             return
+        if consumer.session_id is not None and not consumer.entity.holds(
+            consumer.session_id, consumer, now
+        ):
+            consumer.lost = True
         if consumer.lost:
             if link.credit > 0:  # the client is receiving: tell it the session is gone
                 self.forget(link)
