@@ -36,12 +36,13 @@ from worker.azure.credentials import cosmos_client
 from worker.azure.servicebus import AzurePublisher, AzureQueue
 from worker.settings import Settings
 
-# The test broker is a package under tests/, imported the way pytest imports its tests.
-_TESTS = str(Path(__file__).resolve().parent.parent)
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)
+# The test broker is `tests.servicebus_broker`, importable from the repository root;
+# appended, so nothing installed is shadowed.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
 try:
-    from servicebus_broker import ManualClock, QueueConfig, ServiceBusBroker, TopicConfig
+    from tests.servicebus_broker import ManualClock, QueueConfig, ServiceBusBroker, TopicConfig
 except ImportError as missing:  # python-qpid-proton is a dev dependency
     _BROKER_MISSING: str | None = f"the test broker cannot start: {missing}"
 else:
