@@ -8,20 +8,25 @@ Each port runs when its service is reachable, named by environment variables:
   loopback endpoint, on otherwise);
 - queue, publisher: `EXPORT_WORKER_TEST_SERVICEBUS`, a connection string with Manage
   rights: every `open()` creates its own queue (sessions on) or topic and deletes it after.
+  Without it they run on the AMQP test broker (tests/servicebus_broker), in-process: every
+  `open()` starts a broker holding just that queue or topic.
 
 Isolation: each `open()` gets a database of its own (Cosmos) or a queue/topic of its own
 (Service Bus). Blob tests name unique paths themselves, so blobs share the containers.
-No Azure service can fake time: `clock` is None and the time-dependent tests skip.
+No Azure service can fake time: `clock` is None and the time-dependent tests skip, except
+on the test broker, whose clock the queue factory hands to the tests.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -30,6 +35,18 @@ from worker.azure.cosmos import AzureConversationStore, AzureLedger, CosmosAccou
 from worker.azure.credentials import cosmos_client
 from worker.azure.servicebus import AzurePublisher, AzureQueue
 from worker.settings import Settings
+
+# The test broker is `tests.servicebus_broker`, importable from the repository root;
+# appended, so nothing installed is shadowed.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
+try:
+    from tests.servicebus_broker import ManualClock, QueueConfig, ServiceBusBroker, TopicConfig
+except ImportError as missing:  # python-qpid-proton is a dev dependency
+    _BROKER_MISSING: str | None = f"the test broker cannot start: {missing}"
+else:
+    _BROKER_MISSING = None
 
 BLOB_ENV = "EXPORT_WORKER_TEST_BLOB_CONNECTION_STRING"
 COSMOS_ENV = "EXPORT_WORKER_TEST_COSMOS_ENDPOINT"
@@ -55,10 +72,7 @@ def available(port: str) -> str | None:
     if os.environ.get(variable):
         return None
     if variable == SERVICEBUS_ENV:
-        return (
-            f"azure {port}: {variable} is not set (a Service Bus connection string with"
-            " Manage rights; Service Bus has no local emulator)"
-        )
+        return None if _BROKER_MISSING is None else f"azure {port}: {_BROKER_MISSING}"
     return f"azure {port}: {variable} is not set (scripts/test-emulated sets it)"
 
 
@@ -221,6 +235,60 @@ class AzurePublisherFactory(_Factory):
                 await publisher.close()
 
 
+# ---- Service Bus on the test broker -------------------------------------------------------
+class BrokerQueueFactory(_Factory):
+    """AzureQueue on a broker started for each `open()`, on this factory's manual clock.
+
+    `is_drained` reads the session browser only: the SDK's administration client speaks
+    HTTPS to the connection string's host and port, which the broker does not serve
+    (tests/servicebus_broker/README.md)."""
+
+    lock_duration = QUEUE_LOCK_SECONDS
+    empty_wait = 1.0
+
+    def __init__(self) -> None:
+        self.clock = ManualClock()
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[AzureQueue]:
+        """A fresh, empty queue (sessions on) on a broker of its own."""
+        name = _unique("contract-queue")
+        config = QueueConfig(
+            name, requires_session=True, lock_duration=QUEUE_LOCK_SECONDS, max_delivery_count=10
+        )
+        with ServiceBusBroker([config], clock=self.clock) as broker:
+            settings = isolated_settings(
+                servicebus_connection_string=broker.connection_string, queue_name=name
+            )
+            queue = AzureQueue(settings, use_admin_counts=False)
+            try:
+                yield queue
+            finally:
+                await queue.close()
+
+
+class BrokerPublisherFactory(_Factory):
+    """AzurePublisher on a broker started for each `open()` (duplicate detection on)."""
+
+    lists_sent = False
+    empty_wait = 1.0
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[AzurePublisher]:
+        """A publisher on a fresh topic."""
+        name = _unique("contract-topic")
+        config = TopicConfig(name, duplicate_detection_window=600.0)
+        with ServiceBusBroker([config]) as broker:
+            settings = isolated_settings(
+                servicebus_connection_string=broker.connection_string, topic_name=name
+            )
+            publisher = AzurePublisher(settings)
+            try:
+                yield publisher
+            finally:
+                await publisher.close()
+
+
 def blobs_factory() -> AzureBlobsFactory:
     """The Blob Storage factory."""
     return AzureBlobsFactory()
@@ -236,11 +304,13 @@ def ledger_factory() -> AzureLedgerFactory:
     return AzureLedgerFactory()
 
 
-def queue_factory() -> AzureQueueFactory:
-    """The Service Bus queue factory."""
-    return AzureQueueFactory()
+def queue_factory() -> AzureQueueFactory | BrokerQueueFactory:
+    """The Service Bus queue factory: the live namespace when configured, else the broker."""
+    return AzureQueueFactory() if os.environ.get(SERVICEBUS_ENV) else BrokerQueueFactory()
 
 
-def publisher_factory() -> AzurePublisherFactory:
-    """The Service Bus publisher factory."""
-    return AzurePublisherFactory()
+def publisher_factory() -> AzurePublisherFactory | BrokerPublisherFactory:
+    """The Service Bus publisher factory: the live namespace when configured, else the broker."""
+    if os.environ.get(SERVICEBUS_ENV):
+        return AzurePublisherFactory()
+    return BrokerPublisherFactory()
