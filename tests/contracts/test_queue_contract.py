@@ -382,6 +382,27 @@ def test_is_drained_counts_queued_and_locked_messages(queue_factory: Any) -> Non
     run(body, queue_factory)
 
 
+def test_stats_count_active_and_dead_letters_by_reason(queue_factory: Any) -> None:
+    async def body(queue: Queue) -> None:
+        empty = await queue.stats()
+        assert (empty.queue_depth, empty.dead_letter_depth) == (0, 0)
+        assert dict(empty.dead_letters_by_reason) == {}
+        sid = new_session_id()
+        await send_all(queue, sid, b"poison", b"bad", b"waiting")
+        session = await accept(queue, queue_factory)
+        await session.dead_letter(await receive(session, queue_factory), "schema_invalid", "x")
+        await session.dead_letter(await receive(session, queue_factory), "schema_invalid", "y")
+        await session.close()
+        stats = await queue.stats()
+        assert (stats.queue_depth, stats.dead_letter_depth) == (1, 2)
+        assert dict(stats.dead_letters_by_reason) == {"schema_invalid": 2}
+        if queue_factory.name == "local":  # Service Bus cannot tell it (see its adapter)
+            assert stats.oldest_enqueued_at is not None
+            assert datetime.fromisoformat(stats.oldest_enqueued_at.replace("Z", "+00:00"))
+
+    run(body, queue_factory)
+
+
 def test_closing_a_session_releases_what_it_held(queue_factory: Any) -> None:
     async def body(queue: Queue) -> None:
         sid = new_session_id()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -38,7 +39,7 @@ from worker.azure.messages import (
     to_queue_message,
 )
 from worker.azure.timeouts import guarded
-from worker.ports import DeadLetteredMessage, LockLost, NotFound, QueueMessage
+from worker.ports import DeadLetteredMessage, LockLost, NotFound, QueueMessage, QueueStats
 from worker.settings import Settings
 
 PEEK_PAGE = 100
@@ -218,6 +219,24 @@ class AzureQueue:
             return True
         active, scheduled = props.active_message_count, props.scheduled_message_count
         return (active or 0) == 0 and (scheduled or 0) == 0
+
+    async def stats(self) -> QueueStats:
+        """Depths from the queue's runtime counts (needs Manage rights: the operator's own
+        identity), dead letters by reason from a peek of the dead-letter sub-queue.
+
+        The oldest active message's age is not reported (None): a session-enabled queue can
+        only be peeked through a session receiver, which would lock the session it peeks.
+        """
+        admin = servicebus_admin(self._settings, self._credential)
+        async with admin:
+            props = await guarded(admin.get_queue_runtime_properties(self._queue), self._timeout)
+        by_reason = Counter(entry.reason for entry in await self.dead_letters())
+        return QueueStats(
+            queue_depth=(props.active_message_count or 0) + (props.scheduled_message_count or 0),
+            dead_letter_depth=props.dead_letter_message_count or 0,
+            dead_letters_by_reason=dict(sorted(by_reason.items())),
+            oldest_enqueued_at=None,
+        )
 
     async def _any_session(self) -> bool:
         if not hasattr(self._client, "list_queue_sessions"):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from worker.local.database import Database, rfc3339
-from worker.ports import DeadLetteredMessage, LockLost, NotFound, QueueMessage
+from worker.ports import DeadLetteredMessage, LockLost, NotFound, QueueMessage, QueueStats
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -121,6 +121,30 @@ class LocalQueue:
             return bool(row[0])
 
         return not await self._db.read(any_active)
+
+    async def stats(self) -> QueueStats:
+        """Depths, dead letters by reason and the oldest active message, in one read."""
+
+        def count(connection: sqlite3.Connection) -> QueueStats:
+            active, oldest = connection.execute(
+                "SELECT COUNT(*), (SELECT enqueued_at FROM queue_messages WHERE state = 'active'"
+                " ORDER BY sequence_number LIMIT 1) FROM queue_messages WHERE state = 'active'"
+            ).fetchone()
+            by_reason = {
+                str(reason or ""): int(n)
+                for reason, n in connection.execute(
+                    "SELECT dead_letter_reason, COUNT(*) FROM queue_messages"
+                    " WHERE state = 'dead' GROUP BY dead_letter_reason ORDER BY 1"
+                )
+            }
+            return QueueStats(
+                queue_depth=int(active),
+                dead_letter_depth=sum(by_reason.values()),
+                dead_letters_by_reason=by_reason,
+                oldest_enqueued_at=oldest,
+            )
+
+        return await self._db.read(count)
 
     async def dead_letters(self, reason: str | None = None) -> list[DeadLetteredMessage]:
         """The dead-letter queue by sequence number, optionally of one reason."""

@@ -1,7 +1,8 @@
 """Ports: what the worker needs from the outside world, each a `typing.Protocol`, by role.
 
 - `queue`: `Consumer` (the runtime), `Sender` (`send`, `dev seed`), `DeadLetterOperations`
-  (the `dlq` commands) and the `Session` a consumer accepts; `Queue` is the three together.
+  (the `dlq` commands), `QueueInspection` (`status`) and the `Session` a consumer accepts;
+  `Queue` is the four together.
 - `stores`: `ConversationStore` (the chat service's documents), `Ledger` (turn records).
 - `blobs`: `Blobs` (artifacts in, exports out) and the `BlobUpload` it starts.
 - `publisher`: `Publisher` (export.published out).
@@ -25,7 +26,9 @@ from worker.ports.queue import (
     DeadLetteredMessage,
     DeadLetterOperations,
     Queue,
+    QueueInspection,
     QueueMessage,
+    QueueStats,
     Sender,
     Session,
 )
@@ -50,7 +53,9 @@ __all__ = [
     "PortError",
     "Publisher",
     "Queue",
+    "QueueInspection",
     "QueueMessage",
+    "QueueStats",
     "Sender",
     "Session",
     "TransientError",

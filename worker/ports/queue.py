@@ -2,7 +2,8 @@
 
 Sessions are keyed by conversation id. One adapter (`Queue`) serves every role; each caller
 depends only on the role it needs: the runtime on `Consumer`, `export-worker send` and
-`dev seed` on `Sender`, the `dlq` commands on `DeadLetterOperations`.
+`dev seed` on `Sender`, the `dlq` commands on `DeadLetterOperations`, `status` on
+`QueueInspection`.
 """
 
 from __future__ import annotations
@@ -151,7 +152,26 @@ class DeadLetterOperations(Protocol):
         ...
 
 
-class Queue(Consumer, Sender, DeadLetterOperations, Protocol):
+@dataclass(frozen=True)
+class QueueStats:
+    """How the queue stands, as `export-worker status` reports it (docs/contract/cli.md)."""
+
+    queue_depth: int  # active messages: queued, scheduled or locked
+    dead_letter_depth: int
+    dead_letters_by_reason: Mapping[str, int]
+    oldest_enqueued_at: str | None  # RFC 3339 enqueue time of the oldest active message
+
+
+class QueueInspection(Protocol):
+    """What an operator reads about the queue without taking anything (`status`)."""
+
+    @port_call(Effect.READ)
+    async def stats(self) -> QueueStats:
+        """Depths of the queue and its dead-letter queue, dead letters by reason, oldest age."""
+        ...
+
+
+class Queue(Consumer, Sender, DeadLetterOperations, QueueInspection, Protocol):
     """The queue adapter: every role above, with a dead-letter queue."""
 
     @port_call(Effect.RELEASE)
