@@ -1,4 +1,5 @@
-"""What a pasted cell shows, as keys an action value can share (SPEC 5.7, excerpt matching).
+"""What a pasted cell shows, as keys an action value can share (excerpt matching:
+docs/contract/decision.md step 7).
 
 A table cell shows an action value when the two share a key:
 

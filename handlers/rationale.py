@@ -1,6 +1,7 @@
-"""Why a published turn's rows were chosen (SPEC section 6, `export.selection`).
+"""Why a published turn's rows were chosen (docs/contract/turn-record.md, `export.selection`).
 
-Every published turn records the rule of SPEC 5.7 that decided and every group it weighed:
+Every published turn records the rule of docs/contract/decision.md step 7 that decided and
+every group it weighed:
 
 - `assistant_table`: the reply's table is exported (composed by the model, the only source,
   or the one source a derived request may use);

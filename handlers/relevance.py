@@ -1,4 +1,5 @@
-"""Relevance (SPEC 5.7): which words of a request name a group of action results.
+"""Relevance (docs/contract/decision.md step 7): which words of a request name a group of
+action results.
 
 A request's *subject words* are its words minus the short, the all-digit and the stop
 words: the formats and their synonyms, the words of asking for a file or for data, and

@@ -31,7 +31,8 @@ class ResultRef:
     # Out of the hash (a citation holds dicts) so refs can key sets and dicts.
     citation: CompactCitation | None = field(hash=False)
     order: int  # call order within the messages considered (0, 1, 2, ...)
-    # The call's arguments: words for relevance (SPEC 5.7), read from the message in hand.
+    # The call's arguments: words for relevance (docs/contract/decision.md step 7), read from
+    # the message in hand.
     arguments: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 

@@ -20,7 +20,7 @@ Decision = Literal[
 ExportFormat = Literal["csv", "json", "xml", "xlsx"]
 RequestFormat = Literal["csv", "json", "xml", "xlsx", "pdf", "docx", "md"]
 RowSource = Literal["assistant_table", "action_rows", "prior_turn"]
-# The rule of SPEC section 5 step 7 that decided where a published turn's rows came from.
+# The rule of docs/contract/decision.md step 7 that decided where a published turn's rows came from.
 SelectionRule = Literal[
     "assistant_table",
     "excerpt_replaced",
@@ -46,7 +46,7 @@ class StateAfter(BaseModel):
 
 
 class CandidateGroup(BaseModel):
-    """One group of action results the selection considered (SPEC section 6)."""
+    """One group of action results the selection considered (docs/contract/turn-record.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,9 +1,9 @@
 """Building eval conversations: the chat service's documents, telemetry data and pasted tables.
 
 A `Case` writes messages, artifacts and events the way the chat service stores them (the
-compact citation on each tool result comes from the project's own compactor, as SPEC
+compact citation on each tool result comes from the project's own compactor, as the contract
 section 3 says the chat service uses it) and carries the labels its author wrote from the
-SPEC. Nothing here runs the worker or reads its decisions.
+the contract. Nothing here runs the worker or reads its decisions.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Group:
 
 @dataclass
 class Case:
-    """One labelled conversation: the fixture of SPEC section 10 and the expected outcome."""
+    """One labelled conversation: the fixture of docs/contract/cli.md and the expected outcome."""
 
     number: int
     slug: str
@@ -166,7 +166,8 @@ class Case:
             "row_source": source,
             "selection_rule": rule,
             "row_count": rows,
-            # SPEC 6: the artifacts whose rows are in the file: none for a reply table.
+            # docs/contract/turn-record.md: the artifacts whose rows are in the file (none for a
+            # reply table).
             "source_artifacts": sorted(a for g in groups or [] for a in g.artifacts)
             if decision == "published"
             else None,

@@ -2,7 +2,7 @@
 
 Deterministic (one seeded random source, cases in a fixed order), so the committed cases
 are exactly what this script writes; a test checks that. Each case is a `dev seed` fixture
-(SPEC section 10) plus its labels, written from the SPEC by the scenario that built it.
+(docs/contract/cli.md) plus its labels, written from the contract by the scenario that built it.
 """
 
 from __future__ import annotations

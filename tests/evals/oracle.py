@@ -1,7 +1,8 @@
-"""The relevance rule of SPEC 5.7 as its text reads, to check each relevance case's design.
+"""The relevance rule of docs/contract/decision.md step 7 as its text reads, to check each
+relevance case's design.
 
-The generator names the group a case means; this oracle, written from the SPEC alone (only
-its minimal stop-word list), confirms that group is the one the SPEC's rule picks, so a
+The generator names the group a case means; this oracle, written from the contract alone (only
+its minimal stop-word list), confirms that group is the one the contract's rule picks, so a
 case whose design is ambiguous fails at generation instead of becoming a wrong label.
 """
 
@@ -12,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-# SPEC 5.7: format words and synonyms, the words of asking for a file or for data, and
+# docs/contract/decision.md step 7: format words and synonyms, the words of asking for a file
+# or for data, and
 # (a short list of) English function words.
 STOP = frozenset(
     [
@@ -188,7 +190,7 @@ def _marker_estimate(result: Any) -> int:
 
 
 def winner(request: str, found: list[OracleGroup]) -> tuple[str, OracleGroup]:
-    """The rule and the group SPEC 5.7's reach-back picks."""
+    """The rule and the group docs/contract/decision.md step 7's reach-back picks."""
     words_asked = subject(request)
     newest = {g.turn_id: max(h.last for h in found if h.turn_id == g.turn_id) for g in found}
     datasets = [g for g in found if g.estimate >= 10]

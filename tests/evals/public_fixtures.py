@@ -2,7 +2,7 @@
 
 `python -m tests.evals.public_fixtures` writes `relevance` and `tolerant_excerpt` (fixture
 and expected outcome, in the format of the other public fixtures and the acceptance
-runner). The expected outcomes are written from the SPEC: the export id and blob from
+runner). The expected outcomes are written from the contract: the export id and blob from
 section 8, the rows from the data this script puts in the artifacts.
 """
 
@@ -145,7 +145,7 @@ def lookups() -> tuple[tuple[str, dict[str, Any], Any], ...]:
 
 
 def export_of(cid: str, turn_id: str, fmt: str) -> tuple[str, str]:
-    """SPEC section 8: the export id and blob path."""
+    """docs/contract/files.md: the export id and blob path."""
     digest = hashlib.sha256(f"{cid}\n{turn_id}\n{fmt}".encode()).hexdigest()[:20]
     return f"exp_{digest}", f"exports/{cid}/{turn_id}/exp_{digest}.{fmt}"
 
@@ -187,7 +187,8 @@ TELEMETRY_COLUMNS = ["timestamp", "parameter", "value", "unit"]
 
 def relevance() -> tuple[dict[str, Any], dict[str, Any]]:
     """The seed's example: BatteryVoltage1 two turns back, Temperature1 newer, the request
-    names BatteryVoltage1: the 900 voltage rows, not the newer dataset (SPEC 5.7)."""
+    names BatteryVoltage1: the 900 voltage rows, not the newer dataset
+    (docs/contract/decision.md step 7)."""
     story = Story("relevance", "a")
     volts = samples("BatteryVoltage1", 0, 900, 12.4, "V")
     temps = samples("Temperature1", 0, 600, 21.0, "C")
@@ -233,7 +234,7 @@ def relevance() -> tuple[dict[str, Any], dict[str, Any]]:
 def tolerant_excerpt() -> tuple[dict[str, Any], dict[str, Any]]:
     """A loosely pasted excerpt (units, rounding, reformatted times, an elision row) is an
     excerpt: the 900 action rows win. A look-alike with one value that no row holds is a
-    table the model composed: it wins (SPEC 5.7)."""
+    table the model composed: it wins (docs/contract/decision.md step 7)."""
     labels: dict[str, Any] = {}
     volts = samples("BatteryVoltage1", 0, 900, 12.4, "V")
 

@@ -1,4 +1,4 @@
-"""Eval scenarios of requests carried after one clarification (SPEC 5 step 4)."""
+"""Eval scenarios of requests carried after one clarification (docs/contract/decision.md step 4)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from .builders import Case
 from .talk import PHRASES, Made, history, turn_with
 
-# --- carried requests after a clarification (SPEC 5 step 4) --------------------------------
+# --- carried requests after a clarification (docs/contract/decision.md step 4) --------------------
 CLARIFY = [
     ("Should each row be one sample, and which columns do you want?", None),
     ("Which columns should the file hold?", None),

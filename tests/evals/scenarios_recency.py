@@ -1,5 +1,5 @@
-"""Eval scenarios that reach back by recency and volume (SPEC 5 step 7), and the current
-turn's own rows, which are never mixed with the history."""
+"""Eval scenarios that reach back by recency and volume (docs/contract/decision.md step 7),
+and the current turn's own rows, which are never mixed with the history."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Eval scenarios where the request names the dataset it means (SPEC 5 step 7, relevance).
-Each case names the group it means; the SPEC oracle (`oracle.py`) confirms the design."""
+"""Eval scenarios where the request names the dataset it means (relevance:
+docs/contract/decision.md step 7).
+Each case names the group it means; the contract oracle (`oracle.py`) confirms the design."""
 
 from __future__ import annotations
 
@@ -170,7 +171,7 @@ def relevance_cases() -> list[tuple[str, str, Callable[[Case, random.Random], No
 
     def tie_goes_to_the_newest(case: Case, rng: random.Random) -> None:
         # "BatteryVoltage1" and "BatteryVoltage2" share battery and voltage; the digit is
-        # dropped, so the scores tie and the newest turn wins (SPEC 5.7).
+        # dropped, so the scores tie and the newest turn wins (docs/contract/decision.md step 7).
         made: Made = {}
         turn_with(
             case,
@@ -245,7 +246,8 @@ def relevance_cases() -> list[tuple[str, str, Callable[[Case, random.Random], No
 
     def one_group_two_parameters(case: Case, rng: random.Random) -> None:
         # Results are grouped by (turn, action): both parameters fetched by the same action
-        # in one turn are one group, so the named group holds both (SPEC 5.7).
+        # in one turn are one group, so the named group holds both
+        # (docs/contract/decision.md step 7).
         made: Made = {}
 
         def both() -> None:

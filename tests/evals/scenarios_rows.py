@@ -1,5 +1,6 @@
 """Eval scenarios decided by the current turn's rows: excerpts pasted loosely, tables that
-only look like excerpts, several groups, secrets and derived requests (SPEC 5 steps 5-8)."""
+only look like excerpts, several groups, secrets and derived requests
+(docs/contract/decision.md steps 5-8)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from .builders import (
 from .talk import DONE, ask, history_call
 
 
-# --- excerpts pasted loosely, and tables that only look like excerpts (SPEC 5 step 7) -------
+# --- excerpts pasted loosely, and tables that only look like excerpts (docs/contract/decision.md st
 def show_time(stamp: str, style: str) -> str:
     day, clock = stamp[:10], stamp[11:19]
     if style == "space_minutes":
@@ -130,7 +131,7 @@ def status_excerpt(
     table = []
     for row in sorted(picks, key=lambda r: r["sampled_at"]):
         stamp = row["sampled_at"]
-        if off == "rounded_time":  # rounded to the minute where the SPEC cuts: not the instant
+        if off == "rounded_time":  # rounded to the minute where the contract cuts: not the instant
             at = datetime.fromisoformat(stamp.replace("Z", "+00:00")) + timedelta(minutes=1)
             shown = at.strftime("%Y-%m-%d %H:%M")
         else:
@@ -220,7 +221,7 @@ def whole_small_dataset(case: Case, rng: random.Random) -> None:
     case.expect("published", "json", source="assistant_table", rule="assistant_table", rows=3)
 
 
-# --- several groups in the turn (SPEC 5 step 7, dominance) and derived requests (step 5) ------
+# --- several groups in the turn (decision.md step 7, dominance) and derived requests (step 5) ---
 def dominant(case: Case, rng: random.Random) -> None:
     fmt = rng.choice(["csv", "json"])
     case.user(f"Retrieve the BatteryVoltage1 history for instance sat-07 and {ask(rng, fmt)}")
@@ -283,7 +284,7 @@ def dedup_pages(case: Case, rng: random.Random) -> None:
 
 
 def secrets(case: Case, rng: random.Random) -> None:
-    """Keys naming secrets are dropped at any depth (SPEC 5 step 8)."""
+    """Keys naming secrets are dropped at any depth (docs/contract/decision.md step 8)."""
     rows = [
         {
             "account": f"acct-{i}",

@@ -1,5 +1,6 @@
-"""Eval scenarios about the user's and the model's text: format intent (SPEC 5 step 4) and
-the tables a reply holds (step 6). Every label is written from the SPEC."""
+"""Eval scenarios about the user's and the model's text: format intent
+(docs/contract/decision.md step 4) and the tables a reply holds (step 6). Every label is
+written from the contract."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from .builders import Case, csv_lines, pipe_table, telemetry, tsv_lines
 from .talk import DONE, ask
 
-# --- format intent (SPEC 5 step 4) --------------------------------------------------------
+# --- format intent (docs/contract/decision.md step 4) ---------------------------------------------
 INTENTS: list[tuple[str, str | None]] = [
     ("Convert JSON to XML", "xml"),
     ("convert the json to xml please", "xml"),
@@ -52,7 +53,7 @@ def format_intent(case: Case, rng: random.Random, text: str, fmt: str | None) ->
         )
 
 
-# --- table parsing (SPEC 5 step 6) --------------------------------------------------------
+# --- table parsing (docs/contract/decision.md step 6) ---------------------------------------------
 SITE_ROWS = [
     ["Kiruna", "SE", "12"],
     ["Svalbard", "NO", "31"],

@@ -103,7 +103,7 @@ def finish(
     found = oracle.groups(case.messages, window_turns or earlier)
     oracle_rule, best = oracle.winner(text, found)
     assert (oracle_rule, (best.turn_id, best.action)) == (rule, want), (
-        f"case {case.name} is ambiguous: the SPEC picks {oracle_rule} {best.action}"
+        f"case {case.name} is ambiguous: the contract picks {oracle_rule} {best.action}"
     )
     group = made[want]
     case.expect("published", fmt, source="prior_turn", rule=rule, rows=group.rows, groups=[group])

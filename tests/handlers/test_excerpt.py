@@ -1,5 +1,5 @@
-"""SPEC section 5 step 7, excerpt matching: a pasted excerpt is recognised however loosely
-the model pasted it, and a table whose values are in no row stays composed."""
+"""docs/contract/decision.md step 7, excerpt matching: a pasted excerpt is recognised however
+loosely the model pasted it, and a table whose values are in no row stays composed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SPEC section 5 step 7, relevance in reach-back: the request names the dataset it means."""
+"""docs/contract/decision.md step 7, relevance in reach-back: the request names the dataset
+it means."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def test_subject_words_drop_short_all_digit_and_stop_words() -> None:
     [
         # formats and their synonyms
         "csv", "json", "xml", "xlsx", "excel", "spreadsheet", "pdf", "docx", "word", "markdown",
-        # asking for a file or for data (SPEC's list)
+        # asking for a file or for data (the contract's list)
         "create", "make", "export", "generate", "give", "get", "pull", "fetch", "retrieve",
         "show", "put", "turn", "send", "download", "convert", "save", "produce", "attach",
         "file", "data", "dataset", "table", "row", "rows", "record", "records", "value",

@@ -1,5 +1,6 @@
-"""SPEC section 6 `export.selection`: every published turn says which rule chose its rows and
-lists every group it weighed, with estimate, real rows (null when never read) and score."""
+"""docs/contract/turn-record.md `export.selection`: every published turn says which rule
+chose its rows and lists every group it weighed, with estimate, real rows (null when never
+read) and score."""
 
 from __future__ import annotations
 

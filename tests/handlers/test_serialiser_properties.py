@@ -21,7 +21,7 @@ from handlers.serialisers.json_file import json_chunks
 from handlers.serialisers.xlsx_file import write_xlsx
 from handlers.serialisers.xml_file import safe_element_name, xml_chunks
 
-# A plain number (SPEC section 8): digits before the point optionally grouped in threes.
+# A plain number (docs/contract/files.md): digits before the point optionally grouped in threes.
 PLAIN_NUMBER = re.compile(r"[+-]?((\d{1,3}(,\d{3})+|\d+)(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
