@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_all import PYTHON, Bench, Failed, Usage, _published, worker_env, workload
 
 BENCH = Path(__file__).resolve().parent
-ROWS = "parse,clean,digest,seen,spool,csv"
+ROWS = "parse,clean,digest,seen,spool,csv,page"
 RUNTIME = "session,drain"
 CONFIGS: dict[str, list[str]] = {
-    "a": ["", ROWS, "seen", "spool", "digest"],
+    "a": ["", ROWS, "seen", "spool", "digest", "csv", "clean", "parse,page"],
     "b": ["", ROWS, "seen"],
     "d": ["", "session", RUNTIME, ROWS, f"{ROWS},{RUNTIME}"],
     "e": ["", "drain"],
