@@ -70,6 +70,38 @@ def stage(frames: list[str]) -> str:
     return "outside the project (event loop, click, asyncio)"
 
 
+# The steps of a turn, by the innermost project function a sample is in (first match wins).
+GROUPS: dict[str, tuple[str, ...]] = {
+    "row path: spool (json per row)": ("RowSpool.",),
+    "row path: digest": ("_digest",),
+    "row path: de-dup search": ("_seen",),
+    "row path: clean / extract": (
+        "_clean",
+        "clean_row",
+        "is_secret_key",
+        "extract_rows",
+        "_row_key",
+        "locate_rows",
+        "normalize_key",
+    ),
+    "row path: collector loop": ("RowCollector._page", "RowCollector.feed", "TurnHandler._fetch"),
+    "row path: cells": ("action_cells", "_cells", "finish_row"),
+    "row path: csv serialiser": ("csv_file.py", "serialisers/__init__.py", "export_file.py"),
+    "xlsx serialiser": ("xlsx_file.py",),
+    "artifact read + parse": ("TurnHandler._artifact", "LocalBlobs.read"),
+    "start-up: imports": ("start-up",),
+    "event loop (select, callbacks), CLI": ("outside the project", "_with_backend", "Runtime."),
+}
+
+
+def group(stage_name: str) -> str:
+    """The step a stage belongs to (GROUPS), else the stage itself."""
+    for name, keys in GROUPS.items():
+        if any(key in stage_name for key in keys):
+            return name
+    return stage_name
+
+
 def summarise(path: Path, top: int = 30) -> str:
     """Markdown: main-thread total, then its samples by stage, inclusive and self."""
     stacks = read_raw(path)
@@ -79,14 +111,20 @@ def summarise(path: Path, top: int = 30) -> str:
     inclusive: Counter[str] = Counter()
     own: Counter[str] = Counter()
     stages: Counter[str] = Counter()
+    steps: Counter[str] = Counter()
     for frames, count in main:
         keys = [frame_key(f) for f in frames]
         for key in set(keys):
             inclusive[key] += count
         own[keys[-1]] += count
         stages[stage(frames)] += count
+        steps[group(stage(frames))] += count
     lines = [
         f"main thread: {total} samples; other threads (to_thread workers): {threads} samples",
+        "",
+        "| % | step |",
+        "|---|---|",
+        *(f"| {n * 100 / total:.1f} | {k} |" for k, n in steps.most_common(top)),
         "",
         "| % | innermost project function (with the library code it called) |",
         "|---|---|",
