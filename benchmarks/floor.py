@@ -12,8 +12,9 @@ bytes in memory), three pipelines from artifact bytes to csv bytes:
   page allows it (every row a flat dict of text and numbers with the same known keys in the
   same order, no text cell a spreadsheet would run or that needs quoting beyond `,` and
   `"`): keys, types and secrets checked once per page, digests by `map(hash, map(encode,
-  rows))`, one pickle per page, the csv by `csv.writer.writerows`. A page that fails a check
-  takes the per-row path, so the output is the same whatever the input.
+  rows))`, the page's value tuples spooled in one `marshal.dumps` (exact for JSON values,
+  read back by this process only), the csv by `csv.writer.writerows`. A page that fails a
+  check takes the per-row path, so the output is the same whatever the input.
 
 The three csv outputs must be byte-identical (checked). µs per row and the ratio to bare
 give the floor of the row path; start-up and file I/O are measured by run_all.py.
@@ -27,8 +28,8 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import marshal
 import math
-import pickle
 import sys
 import time
 from array import array
@@ -177,7 +178,8 @@ def per_page(data: list[bytes]) -> bytes:
                 values = [values[i] for i in kept_at]
                 digests = [digests[i] for i in kept_at]
         columns.update(dict.fromkeys(keys))
-        pickle.dump((keys, values), spool, protocol=pickle.HIGHEST_PROTOCOL)
+        blob = marshal.dumps((keys, values))  # exact for JSON values; this process only
+        spool.write(len(blob).to_bytes(8, "little") + blob)
         earlier.add_page(array("Q", digests))
         del rows, digests, values
     header = tuple(columns)
@@ -187,11 +189,8 @@ def per_page(data: list[bytes]) -> bytes:
     writer = csv.writer(out)
     out.write("\ufeff" + _record(shape.header))
     spool.seek(0)
-    while True:
-        try:
-            keys, values = pickle.load(spool)
-        except EOFError:
-            break
+    while size := int.from_bytes(spool.read(8), "little"):
+        keys, values = marshal.loads(spool.read(size))
         if keys == header and csv_ready(values):
             writer.writerows(values)
         else:
