@@ -394,6 +394,7 @@ def azure_case(bench: Bench, turns: int) -> AzureRun:
     empty = bench.worker("az-empty", home, env)
     workload("seed-headline", home, "--turns", str(turns), "--backend", "azure", env=env)
     project = bench.worker("az-worker", home, env)
+    _published(workload("outcome", home, "--backend", "azure", env=env), turns)
     shutil.rmtree(home)
     return AzureRun(None, turns, project, empty)
 

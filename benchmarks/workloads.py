@@ -281,11 +281,15 @@ async def outcome(backend: Backend, home: Path) -> dict[str, Any]:
     for cid in ("conv_rows", "conv_reach"):
         if cid not in conversations:
             others += [r["decision"] for r in await backend.ledger.list_turns(cid)]
+    try:
+        events_sent: int | None = len(await backend.publisher.sent())
+    except NotImplementedError:  # a Service Bus topic cannot list what was sent
+        events_sent = None
     return {
         "exports": turns,
         "unexported_decisions": others,
         "dead_letters": [d.summary() for d in await backend.queue.dead_letters()],
-        "events_sent": len(await backend.publisher.sent()),
+        "events_sent": events_sent,
     }
 
 
