@@ -40,7 +40,8 @@ from handlers.serialisers.csv_file import csv_cell as full_csv_cell
 # accepts and builds the same values for it: exact big integers (orjson would turn an
 # integer past 64 bits into a float), duplicate keys last-wins; NaN, Infinity, 1e400,
 # escaped lone surrogates, a UTF-8 BOM and UTF-16/32 input are refused, so json.loads
-# decides them. A document nested too deeply raises RecursionError in both.
+# decides them. A document nested too deeply raises RecursionError in both, but msgspec's
+# limit sits a few levels deeper (json.loads' moves with the caller's stack depth).
 # --------------------------------------------------------------------------------------
 _DECODER = msgspec.json.Decoder()
 
