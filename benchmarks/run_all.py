@@ -1,0 +1,795 @@
+"""The goals of issue 10, measured in one run on the real `export-worker run --drain` process.
+
+    .venv/bin/python benchmarks/run_all.py          # full size: writes benchmarks/results.md
+    .venv/bin/python benchmarks/run_all.py --quick  # CI smoke size: writes only to --output
+
+Every measured process is started by `launch.py` (a few-MB parent run with `python -S`, so
+its resident set does not leak into the child's peak RSS), and its wall time, CPU time and
+peak RSS come from `os.wait4`. Homes are seeded beforehand by `workloads.py` in a process of
+their own. The limit of each case (`bare.py`) runs in the same run over the same artifact
+files, and each goal is a ratio of the two, so the shared machine's load mostly cancels.
+How each case is built and measured: benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+PYTHON = sys.executable
+WORKER = str(Path(sys.executable).with_name("export-worker"))
+RESULTS = BENCH / "results.md"
+MB = 1024  # ru_maxrss is in kB
+
+
+class Failed(Exception):
+    """A measured run failed or left a wrong outcome: the figures would mean nothing."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What wait4 said of one process: wall seconds, CPU seconds, peak RSS."""
+
+    wall: float
+    cpu: float
+    rss_mb: float
+
+    @staticmethod
+    def of(answer: dict[str, Any]) -> Usage:
+        return Usage(answer["wall"], answer["user"] + answer["system"], answer["maxrss_kb"] / MB)
+
+
+def best(usages: Sequence[Usage]) -> Usage:
+    """The fastest of repeated runs (its own CPU and RSS with it)."""
+    return min(usages, key=lambda u: u.wall)
+
+
+def median(usages: Sequence[Usage]) -> Usage:
+    """Median wall, CPU and RSS of repeated runs (each taken on its own)."""
+    return Usage(
+        statistics.median(u.wall for u in usages),
+        statistics.median(u.cpu for u in usages),
+        statistics.median(u.rss_mb for u in usages),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Processes
+# --------------------------------------------------------------------------------------
+@dataclass
+class Bench:
+    """Where this run keeps its homes and process logs."""
+
+    scratch: Path
+    logs: Path
+    opens: str  # how artifact opens are counted: strace or audit
+    loads: list[tuple[str, tuple[float, float, float]]] = field(default_factory=list)
+    _homes: int = 0
+
+    def home(self, name: str) -> Path:
+        """A fresh, empty worker home."""
+        self._homes += 1
+        path = self.scratch / f"{self._homes:02d}-{name}"
+        path.mkdir()
+        return path
+
+    def launch(
+        self, name: str, command: Sequence[str], cwd: Path, env: dict[str, str] | None = None
+    ) -> tuple[Usage, str]:
+        """Run COMMAND under the small launcher; its usage and its stdout."""
+        out, err = self.logs / f"{name}.out", self.logs / f"{name}.err"
+        launcher = [PYTHON, "-S", str(BENCH / "launch.py"), str(out), str(err), str(cwd), "--"]
+        proc = subprocess.run(
+            [*launcher, *command],
+            env=env if env is not None else clean_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise Failed(f"launcher for {name} failed: {proc.stderr[-1000:]}")
+        answer = json.loads(proc.stdout)
+        if answer["exit"] != 0:
+            tail = err.read_text(encoding="utf-8", errors="replace")[-1500:]
+            raise Failed(f"{name} exited {answer['exit']}: {tail}")
+        return Usage.of(answer), out.read_text(encoding="utf-8")
+
+    def worker(self, name: str, home: Path, env: dict[str, str] | None = None) -> Usage:
+        """`export-worker run --drain` on HOME at default settings: what a user runs."""
+        usage, _ = self.launch(name, [WORKER, "run", "--drain"], home, env or worker_env(home))
+        return usage
+
+    def bare(self, name: str, mode: str, target: Path, manifest: dict[str, Any]) -> Usage:
+        """The bare pipeline (`bare.py MODE`) over the artifact files of a manifest."""
+        path = self.logs / f"{name}.manifest.json"
+        path.write_text(json.dumps(manifest), encoding="utf-8")
+        command = [PYTHON, str(BENCH / "bare.py"), mode, str(target), str(path)]
+        usage, _ = self.launch(name, command, target if target.is_dir() else target.parent)
+        return usage
+
+    def note_load(self, label: str) -> None:
+        """Record the load average (the machine is shared: a busy one shows here)."""
+        self.loads.append((label, os.getloadavg()))
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without any EXPORT_WORKER_ setting."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_WORKER_")}
+
+
+def worker_env(home: Path) -> dict[str, str]:
+    """The local backend on HOME; every other setting at its default."""
+    return {**clean_env(), "EXPORT_WORKER_HOME": str(home), "EXPORT_WORKER_BACKEND": "local"}
+
+
+def workload(mode: str, home: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    """Seed HOME or read its outcome in a process of its own (`workloads.py`)."""
+    proc = subprocess.run(
+        [PYTHON, str(BENCH / "workloads.py"), mode, str(home), *args],
+        env=env if env is not None else clean_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise Failed(f"workloads {mode} failed: {proc.stderr[-1500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def file_sha256(path: Path | str) -> str:
+    """The sha256 of a file."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------------------
+# Cases
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RowsRun:
+    """One large export (cases a, b, c, g) and, for csv, its bare pipeline."""
+
+    label: str
+    fmt: str
+    pages: int
+    rows_per_page: int
+    project: Usage
+    bare: Usage | None  # best of one run before and one after the project's
+    file_mb: float
+    same_bytes: bool | None  # bare csv == the project's export, byte for byte
+
+    @property
+    def rows(self) -> int:
+        return self.pages * self.rows_per_page
+
+
+def rows_case(bench: Bench, label: str, fmt: str, pages: int, rows: int) -> RowsRun:
+    """Seed one turn of PAGES artifacts, run the worker, run the bare pipeline around it."""
+    home = bench.home(f"{label}-{fmt}-{pages}x{rows}")
+    seeded = workload(
+        "seed-rows", home, "--pages", str(pages), "--rows", str(rows), "--format", fmt
+    )
+    bench.note_load(f"before {label}")
+    bare_csv = home / "bare.csv"
+    manifest = {"artifacts": seeded["artifacts"]}
+    bares = []
+    if fmt == "csv":
+        bares.append(bench.bare(f"{label}-bare-before", "rows", bare_csv, manifest))
+    project = bench.worker(f"{label}-worker", home)
+    if fmt == "csv":
+        bares.append(bench.bare(f"{label}-bare-after", "rows", bare_csv, manifest))
+    outcome = workload("outcome", home)
+    (export,) = _published(outcome, 1)
+    if export["export"]["row_count"] != pages * rows:
+        raise Failed(f"{label}: {export['export']['row_count']} rows exported, not {pages * rows}")
+    same = file_sha256(bare_csv) == export["export"]["sha256"] if fmt == "csv" else None
+    run = RowsRun(
+        label,
+        fmt,
+        pages,
+        rows,
+        project,
+        best(bares) if bares else None,
+        export["export"]["bytes"] / 1e6,
+        same,
+    )
+    shutil.rmtree(home)  # a full-size case leaves ~150 MB behind
+    return run
+
+
+@dataclass(frozen=True)
+class EmptyRun:
+    """Case e: start-up and shutdown on an empty queue."""
+
+    runs: tuple[Usage, ...]
+
+    @property
+    def typical(self) -> Usage:
+        return median(self.runs)
+
+
+def empty_case(bench: Bench, repeats: int) -> EmptyRun:
+    """`run --drain` on a home whose stores exist and whose queue is empty, REPEATS times."""
+    runs = []
+    for n in range(repeats):
+        home = bench.home("empty")
+        workload("seed-empty", home)
+        runs.append(bench.worker(f"e-empty-{n}", home))
+    return EmptyRun(tuple(runs))
+
+
+@dataclass(frozen=True)
+class TurnsRun:
+    """Case d: small turns through the worker, and the bare per-turn work on the same files."""
+
+    turns: int
+    project: Usage  # best of the repeats
+    bare: Usage  # best of two
+    bare_empty: Usage  # the bare process with no turn: its start-up
+    bare_loop_seconds: float  # the bare work loop timed inside it
+    files_identical: bool  # every turn's export has the same bytes (they hold the same rows)
+    repeats: int
+
+    def project_ms(self, empty: Usage) -> float:
+        return (self.project.wall - empty.wall) / self.turns * 1000
+
+    @property
+    def bare_ms(self) -> float:
+        return (self.bare.wall - self.bare_empty.wall) / self.turns * 1000
+
+
+def turns_case(bench: Bench, turns: int, repeats: int) -> TurnsRun:
+    """TURNS headline copies, one conversation each, drained at default settings."""
+    runs, shas = [], set()
+    manifest: dict[str, Any] = {}
+    home = Path()
+    for n in range(repeats):
+        home = bench.home("d-headline")
+        manifest = workload("seed-headline", home, "--turns", str(turns))
+        bench.note_load(f"before d run {n + 1}")
+        runs.append(bench.worker(f"d-worker-{n}", home))
+        outcome = workload("outcome", home)
+        exports = _published(outcome, turns)
+        winners = {t["turn_id"]: sorted(t["blobs"]) for t in manifest["turns"]}
+        for export in exports:
+            if sorted(export["export"]["source_artifacts"]) != winners[export["turn_id"]]:
+                raise Failed(f"d: {export['turn_id']} read other artifacts than the winning two")
+            shas.add(export["export"]["sha256"])
+        if n < repeats - 1:
+            shutil.rmtree(home)
+    bare_runs = [bench.bare(f"d-bare-{n}", "turns", home, manifest) for n in range(2)]
+    empty_runs = [bench.bare(f"d-bare-empty-{n}", "turns", home, {"turns": []}) for n in range(2)]
+    loop = json.loads((bench.logs / "d-bare-0.out").read_text(encoding="utf-8"))["seconds"]
+    shutil.rmtree(home)
+    return TurnsRun(
+        turns, best(runs), best(bare_runs), best(empty_runs), loop, len(shas) == 1, repeats
+    )
+
+
+@dataclass(frozen=True)
+class ReachBackRun:
+    """Case f: which artifact files the worker opened for a reach-back turn."""
+
+    window_messages: int
+    artifacts: int
+    winners: tuple[str, ...]
+    opened: tuple[str, ...]
+    method: str
+
+    @property
+    def exact(self) -> bool:
+        return sorted(self.opened) == sorted(self.winners)
+
+
+_OPENAT = re.compile(r'openat\([^,]+, "([^"]+)", [^)]*\) = (-?\d+)')
+_AUDIT_RUNNER = """
+import sys
+opened = []
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str):
+        opened.append(args[0])
+sys.addaudithook(hook)
+from worker.cli import main
+sys.argv = ["export-worker", "run", "--drain"]
+try:
+    main()
+finally:
+    with open(%r, "w") as log:
+        log.write("\\n".join(opened))
+"""
+
+
+def reach_back_case(bench: Bench) -> ReachBackRun:
+    """Seed the 40-message window with 21 artifacts, run the worker, count the opens."""
+    home = bench.home("f-reach-back")
+    seeded = workload("seed-reach-back", home)
+    log = bench.logs / "f-opens.log"
+    if bench.opens == "strace":
+        trace = [
+            shutil.which("strace") or "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=openat",
+            "-o",
+            str(log),
+        ]
+        bench.launch("f-worker", [*trace, WORKER, "run", "--drain"], home, worker_env(home))
+        opened = [
+            m.group(1)
+            for m in map(_OPENAT.search, log.read_text(encoding="utf-8").splitlines())
+            if m is not None and int(m.group(2)) >= 0
+        ]
+    else:
+        code = _AUDIT_RUNNER % str(log)
+        bench.launch("f-worker", [PYTHON, "-c", code], home, worker_env(home))
+        opened = log.read_text(encoding="utf-8").splitlines()
+    artifacts_root = str(home.resolve() / "blobs" / "artifacts") + "/"
+    seen = tuple(p for p in opened if p.startswith(artifacts_root))
+    (export,) = _published(workload("outcome", home), 1)
+    if export["export"]["row_source"] != "prior_turn":
+        raise Failed(f"f: row source {export['export']['row_source']}, not prior_turn")
+    shutil.rmtree(home)
+    return ReachBackRun(
+        seeded["window_messages"],
+        len(seeded["artifacts"]),
+        tuple(seeded["winners"]),
+        seen,
+        bench.opens,
+    )
+
+
+@dataclass(frozen=True)
+class AzureRun:
+    """The Service Bus path (issue 10): the headline turns on the Azure backend."""
+
+    skipped: str | None
+    turns: int = 0
+    project: Usage | None = None
+    empty: Usage | None = None
+
+    def ms(self) -> float:
+        assert self.project is not None and self.empty is not None
+        return (self.project.wall - self.empty.wall) / self.turns * 1000
+
+
+# The Azure backend is configured by the environment (EXPORT_WORKER_* as for `run`): these
+# must name the Service Bus test broker, Azurite and cosmosdb-server (or real services).
+AZURE_NEEDS = (
+    "EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING",
+    "EXPORT_WORKER_BLOB_CONNECTION_STRING",
+    "EXPORT_WORKER_COSMOS_ENDPOINT",
+)
+
+
+def azure_case(bench: Bench, turns: int) -> AzureRun:
+    """Case az: the throughput case on the Azure backend, when a broker is configured."""
+    missing = [name for name in AZURE_NEEDS if not os.environ.get(name)]
+    if missing:
+        return AzureRun(f"not run: needs the broker ({', '.join(missing)} unset)")
+    env = {**os.environ, "EXPORT_WORKER_BACKEND": "azure"}
+    home = bench.home("az")
+    empty = bench.worker("az-empty", home, env)
+    workload("seed-headline", home, "--turns", str(turns), "--backend", "azure", env=env)
+    project = bench.worker("az-worker", home, env)
+    _published(workload("outcome", home, "--backend", "azure", env=env), turns)
+    shutil.rmtree(home)
+    return AzureRun(None, turns, project, empty)
+
+
+def _published(outcome: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """The published exports of a run; Failed unless exactly COUNT and nothing else."""
+    exports = outcome["exports"]
+    problems = []
+    if len(exports) != count or any(e["decision"] != "published" for e in exports):
+        problems.append(f"{len(exports)} exports published, expected {count}")
+    if outcome["dead_letters"]:
+        problems.append(f"{len(outcome['dead_letters'])} dead letters")
+    if outcome["unexported_decisions"]:
+        problems.append(f"decisions without export: {outcome['unexported_decisions']}")
+    if problems:
+        raise Failed("; ".join(problems))
+    exports_list: list[dict[str, Any]] = exports
+    return exports_list
+
+
+# --------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sizes:
+    """The size of every case (full, or --quick)."""
+
+    rows_pages: int
+    rows_per_page: int
+    many_pages: int
+    flat_pages: int
+    turns: int
+    turn_repeats: int
+    empty_repeats: int
+
+
+FULL = Sizes(10, 100_000, 100, 2, 100, 2, 5)
+QUICK = Sizes(10, 2_000, 100, 2, 5, 1, 2)
+
+
+@dataclass
+class Report:
+    """Every case of one run."""
+
+    sizes: Sizes
+    a: RowsRun
+    b: RowsRun
+    flat: RowsRun
+    g: RowsRun
+    d: TurnsRun
+    e: EmptyRun
+    f: ReachBackRun
+    az: AzureRun
+
+
+def _ratio(x: float, y: float) -> str:
+    return f"{x / y:.1f}x" if y > 0 else "n/a"
+
+
+def _holds(ok: bool) -> str:
+    return "**yes**" if ok else "no"
+
+
+def summary(r: Report) -> list[str]:
+    """The issue's table: this project, the limit from the same run, the ratio, the goal."""
+    e = r.e.typical
+    lines = [
+        "| case | what | this project | the limit, same run | ratio | goal | holds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def row(case: str, what: str, ours: str, limit: str, ratio: str, goal: str, ok: Any) -> None:
+        held = ok if isinstance(ok, str) else _holds(bool(ok))
+        lines.append(f"| {case} | {what} | {ours} | {limit} | {ratio} | {goal} | {held} |")
+
+    for case, run in (("a", r.a), ("b", r.b)):
+        assert run.bare is not None
+        what = (
+            f"{run.rows:,} rows in {run.pages} artifacts of {run.rows_per_page:,} → csv: "
+            "`run --drain` wall"
+        )
+        row(
+            case,
+            what,
+            f"{run.project.wall:.2f} s",
+            f"{run.bare.wall:.2f} s (bare pipeline)",
+            f"**{_ratio(run.project.wall, run.bare.wall)}**",
+            "≤ 1.5x",
+            run.project.wall <= 1.5 * run.bare.wall,
+        )
+    for run in (r.a, r.b):
+        assert run.bare is not None
+        row(
+            "c",
+            f"peak RSS of `run`, {run.pages} artifacts ({run.rows:,} rows)",
+            f"{run.project.rss_mb:.0f} MB",
+            f"{run.bare.rss_mb:.0f} MB (bare pipeline)",
+            _ratio(run.project.rss_mb, run.bare.rss_mb),
+            "≤ 1.5x",
+            run.project.rss_mb <= 1.5 * run.bare.rss_mb,
+        )
+    row(
+        "c",
+        f"peak RSS flat in row count: {r.flat.rows:,} → {r.a.rows:,} rows "
+        f"({r.flat.pages} → {r.a.pages} artifacts of {r.a.rows_per_page:,})",
+        f"{r.flat.project.rss_mb:.0f} → {r.a.project.rss_mb:.0f} MB",
+        "—",
+        _ratio(r.a.project.rss_mb, r.flat.project.rss_mb),
+        "≤ 1.1x",
+        r.a.project.rss_mb <= 1.1 * r.flat.project.rss_mb,
+    )
+    row(
+        "d",
+        f"{r.d.turns} headline turns (one conversation each), default settings, "
+        "ms/turn net of start-up",
+        f"{r.d.project_ms(e):.1f} ms",
+        f"{r.d.bare_ms:.1f} ms (bare per-turn work)",
+        f"**{_ratio(r.d.project_ms(e), r.d.bare_ms)}**",
+        "≤ 1.5x",
+        r.d.project_ms(e) <= 1.5 * r.d.bare_ms,
+    )
+    project_cpu = (r.d.project.cpu - e.cpu) / r.d.turns * 1000
+    bare_cpu = (r.d.bare.cpu - r.d.bare_empty.cpu) / r.d.turns * 1000
+    row(
+        "d",
+        "the same, CPU ms/turn (user + system, net of start-up's): the bare turn waits on "
+        "3 fsyncs, so its wall moves with the shared disk's latency",
+        f"{project_cpu:.1f} ms",
+        f"{bare_cpu:.1f} ms",
+        _ratio(project_cpu, bare_cpu),
+        "reported",
+        "—",
+    )
+    row(
+        "e",
+        f"`run --drain` on an empty queue: start-up and shutdown (median of {len(r.e.runs)})",
+        f"{e.wall:.2f} s",
+        "—",
+        "—",
+        "≤ 0.3 s",
+        e.wall <= 0.3,
+    )
+    opened = f"{len(r.f.opened)} of {r.f.artifacts}"
+    row(
+        "f",
+        f"reach-back over a {r.f.window_messages}-message window with {r.f.artifacts} "
+        "artifacts: artifact files opened",
+        opened,
+        f"the {len(r.f.winners)} winning ones",
+        f"{len(r.f.opened) / len(r.f.winners):.2f}",
+        "exactly the winning ones (1.00)",
+        r.f.exact,
+    )
+    row(
+        "g",
+        f"xlsx, {r.g.rows:,} rows in {r.g.pages} artifacts: `run --drain` wall",
+        f"{r.g.project.wall:.2f} s",
+        f"csv {r.a.project.wall:.2f} s (case a)",
+        _ratio(r.g.project.wall, r.a.project.wall),
+        "reported",
+        "—",
+    )
+    if r.az.skipped:
+        row(
+            "az",
+            "the headline turns on the Azure backend (Service Bus test broker, Azurite, "
+            "cosmosdb-server), ratio to local",
+            r.az.skipped,
+            "—",
+            "—",
+            "reported",
+            "—",
+        )
+    else:
+        row(
+            "az",
+            f"{r.az.turns} headline turns on the Azure backend, ms/turn net of start-up",
+            f"{r.az.ms():.1f} ms",
+            f"local {r.d.project_ms(e):.1f} ms (case d)",
+            _ratio(r.az.ms(), r.d.project_ms(e)),
+            "reported",
+            "—",
+        )
+    return lines
+
+
+def detail(r: Report) -> list[str]:
+    """Every measured process: wall, CPU, peak RSS, and the CPU ratio beside the wall one."""
+    lines = [
+        "| case | process | wall s | CPU s (user+sys) | peak RSS MB | notes |",
+        "|---|---|---|---|---|---|",
+    ]
+
+    def row(case: str, process: str, u: Usage, notes: str = "") -> None:
+        lines.append(
+            f"| {case} | {process} | {u.wall:.3f} | {u.cpu:.3f} | {u.rss_mb:.0f} | {notes} |"
+        )
+
+    for case, run in (("a", r.a), ("b", r.b), ("c", r.flat), ("g", r.g)):
+        rate = f"{run.rows / run.project.wall:,.0f} rows/s; file {run.file_mb:.1f} MB"
+        row(
+            case,
+            f"`run --drain`, {run.fmt}, {run.pages} × {run.rows_per_page:,}",
+            run.project,
+            rate,
+        )
+        if run.bare is not None:
+            same = "same bytes as the export" if run.same_bytes else "bytes differ from the export"
+            row(
+                case,
+                "bare pipeline (best of 2)",
+                run.bare,
+                f"CPU ratio {_ratio(run.project.cpu, run.bare.cpu)}; {same}",
+            )
+    e = r.e.typical
+    row(
+        "d",
+        f"`run --drain`, {r.d.turns} headline turns (best of {r.d.repeats})",
+        r.d.project,
+        f"{r.d.turns / (r.d.project.wall - e.wall):.1f} turns/s net; every export "
+        f"{'identical' if r.d.files_identical else 'NOT identical'}",
+    )
+    row(
+        "d",
+        f"bare per-turn work, {r.d.turns} turns (best of 2)",
+        r.d.bare,
+        f"work loop inside it: {r.d.bare_loop_seconds * 1000 / r.d.turns:.2f} ms/turn",
+    )
+    row("d", "bare per-turn process with no turn (its start-up)", r.d.bare_empty)
+    for n, u in enumerate(r.e.runs, 1):
+        row("e", f"`run --drain`, empty queue, run {n}", u)
+    return lines
+
+
+def machine() -> list[str]:
+    """Machine, Python, date and commit of this run."""
+    model = "unknown CPU"
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        for line in info:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    commit = _git("rev-parse", "--short", "HEAD")
+    dirty = _git(
+        "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results.md"
+    )
+    return [
+        f"- machine: {os.cpu_count()} × {model}, {memory:.0f} GiB, {platform.system()} "
+        f"{platform.release()}",
+        f"- Python {platform.python_version()}; local backend (SQLite + files) on {_filesystem()}",
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"- commit: {commit}{' plus uncommitted changes' if dirty else ''}",
+    ]
+
+
+def _git(*args: str) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
+    )
+    return proc.stdout.strip()
+
+
+def _filesystem() -> str:
+    target = Path(tempfile.gettempdir())
+    best_mount, kind = "/", "?"
+    with open("/proc/mounts", encoding="utf-8") as mounts:
+        for line in mounts:
+            _, mount, fs, *_ = line.split()
+            if str(target).startswith(mount) and len(mount) >= len(best_mount):
+                best_mount, kind = mount, fs
+    return f"{target} ({kind})"
+
+
+def render(r: Report, args: argparse.Namespace, seconds: float, loads: list[Any]) -> str:
+    """results.md."""
+    load_text = "; ".join(f"{label}: {a:.2f}" for label, (a, _, _) in loads)
+    size = "--quick (CI smoke size: the figures are not the goals' sizes)" if args.quick else "full"
+    parts = [
+        "# Benchmark results",
+        "",
+        "Written by `.venv/bin/python benchmarks/run_all.py` (how each case is measured: "
+        "[README.md](README.md); where the time goes: [PROFILE.md](PROFILE.md)).",
+        "",
+        *machine(),
+        f"- size: {size}; the whole run took {seconds / 60:.1f} min",
+        f"- load average (1 min) seen during the run: {load_text}",
+        "",
+        "## The goals",
+        "",
+        *summary(r),
+        "",
+        "Ratios compare figures from this one run. Wall is what a user waits for; the CPU "
+        "column below is less sensitive to other processes on the machine.",
+        "",
+        "## Every measured process",
+        "",
+        *detail(r),
+        "",
+        "Artifact opens in case f were counted "
+        + (
+            "from outside the process with `strace -f -e trace=openat` (successful opens of "
+            "files under `blobs/artifacts/`)"
+            if r.f.method == "strace"
+            else "by an audit hook (`sys.addaudithook`, the `open` event) installed before "
+            "the CLI's `main` runs in the same interpreter"
+        )
+        + f": opened {', '.join(Path(p).name for p in r.f.opened) or 'none'}.",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------
+def measure(bench: Bench, sizes: Sizes) -> Report:
+    """Every case, in an order that keeps the long ones apart from the short ones."""
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("e", lambda: empty_case(bench, sizes.empty_repeats)),
+        ("a", lambda: rows_case(bench, "a", "csv", sizes.rows_pages, sizes.rows_per_page)),
+        (
+            "b",
+            lambda: rows_case(
+                bench,
+                "b",
+                "csv",
+                sizes.many_pages,
+                sizes.rows_pages * sizes.rows_per_page // sizes.many_pages,
+            ),
+        ),
+        ("c", lambda: rows_case(bench, "c", "csv", sizes.flat_pages, sizes.rows_per_page)),
+        ("d", lambda: turns_case(bench, sizes.turns, sizes.turn_repeats)),
+        ("f", lambda: reach_back_case(bench)),
+        ("g", lambda: rows_case(bench, "g", "xlsx", sizes.rows_pages, sizes.rows_per_page)),
+        ("az", lambda: azure_case(bench, sizes.turns)),
+    ]
+    done: dict[str, Any] = {}
+    for name, step in steps:
+        started = time.perf_counter()
+        done[name] = step()
+        print(f"case {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    bench.note_load("end")
+    return Report(
+        sizes,
+        done["a"],
+        done["b"],
+        done["c"],
+        done["g"],
+        done["d"],
+        done["e"],
+        done["f"],
+        done["az"],
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="CI smoke sizes (seconds)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"where to write the report (default {RESULTS.relative_to(ROOT)}; "
+        "with --quick, nowhere)",
+    )
+    parser.add_argument(
+        "--opens",
+        choices=("auto", "strace", "audit"),
+        default="auto",
+        help="how case f counts artifact opens (auto: strace when installed)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the scratch homes and logs")
+    args = parser.parse_args(argv)
+    output = args.output or (None if args.quick else RESULTS)
+    opens = (
+        args.opens if args.opens != "auto" else ("strace" if shutil.which("strace") else "audit")
+    )
+    scratch = Path(tempfile.mkdtemp(prefix="export-bench-"))
+    logs = scratch / "logs"
+    logs.mkdir()
+    bench = Bench(scratch, logs, opens)
+    bench.note_load("start")
+    started = time.perf_counter()
+    try:
+        report = measure(bench, QUICK if args.quick else FULL)
+    except Failed as exc:
+        print(f"run_all: {exc}\n(logs kept in {logs})", file=sys.stderr)
+        return 1
+    text = render(report, args, time.perf_counter() - started, bench.loads)
+    if not args.keep:
+        shutil.rmtree(scratch)
+    print(text)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
