@@ -129,7 +129,8 @@ _INPUT_CUE: Final = re.compile(
 )
 # Words that say the file is the user's own, right before the mention.
 _INPUT_DETERMINER: Final = re.compile(
-    r"\b(?:this|these|my|our|attached|uploaded|enclosed|pasted|existing|original)\s+"
+    r"(?:\b(?:this|these|my|our|attached|uploaded|enclosed|pasted|existing|original)\s+"
+    r"|\b(?:attached|uploaded|enclosed|pasted)\s+(?:a|an|the)\s+)"  # "I uploaded a json"
     r"(?:(?!(?:to|into|as|in|a|an|the|of|for|and|or|from)\s)[a-z][\w-]*\s+)?$",
     _I,
 )

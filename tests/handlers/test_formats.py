@@ -131,6 +131,8 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("input", "the attached csv", None),
     ("input", "Look at the attached csv and tell me what you think", None),
     ("input", "my xlsx", None),
+    ("input", "I uploaded a json file, make a csv from it", "csv"),
+    ("input", "make this a csv", "csv"),
     ("input", "check the csv", None),
     ("input", "Can you review my sales spreadsheet?", None),
     ("input", "parse the json I pasted", None),
