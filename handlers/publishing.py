@@ -17,6 +17,7 @@ not go out is announced again (a crash came between the record and `event_sent`)
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from handlers.phases import Ending, ExportPlan, Finished, IllegalTransition, TurnFacts
@@ -60,10 +61,12 @@ class PutRecord:
 
 @dataclass(frozen=True)
 class PublishEvent:
-    """Send export.published with the export id as its message id (a repeat is one event)."""
+    """Send export.published with the export id as its message id (a repeat is one event),
+    with the application properties topic subscriptions filter on."""
 
     message_id: str
     event: ExportPublished
+    properties: Mapping[str, str | int]
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,8 @@ def next_effect(record: TurnRecord | None, publication: Publication) -> Effect:
         return _first_record(publication)
     if record.decision == "published" and not record.event_sent:
         if not publication.announced:
-            return PublishEvent(_export_of(record).export_id, export_published(record))
+            event = export_published(record)
+            return PublishEvent(event.export_id, event, event_properties(event))
         return MarkEventSent(record.model_copy(update={"event_sent": True}))
     return Done(record)
 
@@ -112,6 +116,17 @@ def export_published(record: TurnRecord) -> ExportPublished:
         row_source=entry.row_source,
         truncated=entry.truncated,
     )
+
+
+def event_properties(event: ExportPublished) -> dict[str, str | int]:
+    """The message's application properties: what a topic subscription's SQL rule can
+    filter on (`format = 'csv'`, `conversation_id = '…'`) without reading the body."""
+    return {
+        "type": event.type,
+        "version": event.version,
+        "conversation_id": event.conversation_id,
+        "format": event.format,
+    }
 
 
 def _first_record(publication: Publication) -> Effect:

@@ -10,6 +10,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -17,12 +18,13 @@ import click
 
 from worker import logs
 from worker.backends import open_adapters, open_backend
-from worker.handler import TurnHandler
+from worker.operations import Operations
 from worker.ports import Backend, DeadLetteredMessage, NotFound
 from worker.retry_policy import RetryPolicy
-from worker.runtime import Runtime
 from worker.sending import enqueue
+from worker.serving import serve
 from worker.settings import Settings
+from worker.status_report import status_fields, status_lines
 from worker.testing.seeding import Seeded, Seeding, seed, seeding
 from worker.testing.settings import HarnessSettings
 from worker.turn_report import turn_lines
@@ -94,26 +96,28 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
     """Consume turn.completed events until stopped (SIGTERM/SIGINT) or drained."""
     logs.configure(level=ctx.obj, default="info")
-    checkpoint = HarnessSettings().checkpoint()  # no_checkpoint unless a harness asks
-
-    async def work(backend: Backend, settings: Settings) -> None:
-        runtime = Runtime(
-            TurnHandler(backend, settings, checkpoint=checkpoint),
-            backend.queue,
-            concurrency=concurrency or settings.concurrency,
-            retry=RetryPolicy.from_settings(settings),
-            lock_duration=settings.lock_duration_seconds,
-            session_idle=settings.session_idle_seconds,
-            shutdown_grace=settings.shutdown_grace_seconds,
-        )
-        await runtime.run(drain=drain)
-
+    harness = HarnessSettings()  # no crash points or faults unless a harness asks
+    operations: Operations | None = None
     try:
-        _with_backend(work)
+        settings = Settings()
+        operations = Operations.from_settings(settings)
+        asyncio.run(
+            serve(
+                settings,
+                operations,
+                drain=drain,
+                concurrency=concurrency,
+                checkpoint=harness.checkpoint(),
+                inject=harness.fault_injection(),
+            )
+        )
     except Exception as exc:
         # A crash loop must show in a JSON log query too, not only in main()'s stderr line.
         logs.get_logger().critical("worker_failed", exc_info=exc)
         raise
+    finally:
+        if operations is not None:
+            operations.tracing.close()  # flush the spans still buffered
 
 
 @cli.command()
@@ -229,6 +233,24 @@ def turns_show(turn_id: str, conversation: str, as_json: bool) -> None:
         _print_json([record])
         return
     for line in turn_lines(record):
+        click.echo(line)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status(as_json: bool) -> None:
+    """Queue and dead-letter depths, the oldest message's age, the last export."""
+
+    async def work(backend: Backend, settings: Settings) -> dict[str, Any]:
+        stats = await backend.queue.stats()
+        latest = await backend.ledger.latest_export()
+        return status_fields(stats, latest, datetime.now(UTC), settings.backend)
+
+    fields = _with_backend(work)
+    if as_json:
+        click.echo(json.dumps(fields, ensure_ascii=False))
+        return
+    for line in status_lines(fields):
         click.echo(line)
 
 

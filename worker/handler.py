@@ -49,6 +49,7 @@ from schemas.validation import first_error
 from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
+from worker.observer import NO_OBSERVER, TurnObserver
 from worker.ports import Backend, BlobInfo, NotFound, QueueMessage
 from worker.retry_policy import RetryPolicy
 from worker.settings import Settings
@@ -77,11 +78,13 @@ class TurnHandler:
         settings: Settings,
         clock: Clock = utc_now,
         checkpoint: Checkpoint = no_checkpoint,
+        observer: TurnObserver = NO_OBSERVER,
     ) -> None:
         self.backend = backend
         self.settings = settings
         self.clock = clock
         self.checkpoint = checkpoint  # passed at each named step of publishing
+        self.observer = observer  # spans of the steps, exports announced (worker/observer.py)
 
     async def handle(self, message: QueueMessage) -> TurnRecord:
         """Process one message; raise an ExportError (or a port error) to decide its fate."""
@@ -90,10 +93,15 @@ class TurnHandler:
         except InvalidEvent as exc:
             raise PermanentError("schema_invalid", str(exc)) from None
         # Bound for the rest of this message: the runtime gives each message a context of its own.
-        bind_contextvars(
-            conversation_id=event.conversation_id, turn_id=event.turn_id, event_id=event.event_id
-        )
-        recorded = await self.backend.ledger.get(event.conversation_id, event.turn_id)
+        ids = {
+            "conversation_id": event.conversation_id,
+            "turn_id": event.turn_id,
+            "event_id": event.event_id,
+        }
+        bind_contextvars(**ids)
+        self.observer.annotate(**ids)
+        with self.observer.step("read", source="ledger"):
+            recorded = await self.backend.ledger.get(event.conversation_id, event.turn_id)
         with RowSpool() as spool:
             ending: Ending | None = None
             if recorded is None:
@@ -111,10 +119,12 @@ class TurnHandler:
         conversation, access = await self._authorised(event)
         if access == "deleted":
             return story.conversation_deleted()
+        with self.observer.step("read", source="messages"):
+            messages = await self._read_turn(event)
         inp = story.TurnInput(
             event=event,
             conversation=conversation,
-            messages=await self._read_turn(event),
+            messages=messages,
             history_limit=event.effective_history_limit(
                 self.settings.history_limit_default, self.settings.history_limit_max
             ),
@@ -130,7 +140,8 @@ class TurnHandler:
                     return phase
                 case FetchCurrentTurn() | FetchDeferredGroups() | FetchReachBack():
                     collector = story.collector_for(phase, collector)
-                    await self._fetch(phase.fetch, collector, spool)
+                    with self.observer.step("fetch", artifacts=len(phase.fetch)):
+                        await self._fetch(phase.fetch, collector, spool)
                     phase = story.after_fetch(inp, phase, collector)
 
     async def _authorised(self, event: TurnCompleted) -> tuple[Conversation, story.Authorisation]:
@@ -146,7 +157,8 @@ class TurnHandler:
 
     async def _conversation(self, event: TurnCompleted) -> Conversation:
         try:
-            document = await self.backend.store.get_conversation(event.conversation_id)
+            with self.observer.step("read", source="conversation"):
+                document = await self.backend.store.get_conversation(event.conversation_id)
         except NotFound:
             raise RetryableError("conversation_not_found", "conversation not found") from None
         try:
@@ -216,8 +228,10 @@ class TurnHandler:
         while True:
             match publishing.next_effect(record, publication):
                 case WriteBlob(plan=plan):
+                    self.observer.annotate(export_id=plan.export_id)
                     try:
-                        written = await self._write(plan, publication.event, spool)
+                        with self.observer.step("upload", format=plan.format):
+                            written = await self._write(plan, publication.event, spool)
                     except TooLarge as exc:
                         log.warning(
                             "export_too_large", reason=str(exc), row_count=plan.layout.row_count
@@ -232,10 +246,16 @@ class TurnHandler:
                     await self.checkpoint("after_record")
                     if new.decision != "published":
                         log.info("turn_recorded", decision=new.decision, format=new.format)
-                case PublishEvent(message_id=message_id, event=event):
-                    await self.backend.publisher.publish(
-                        message_id, event.model_dump_json().encode()
-                    )
+                case PublishEvent(message_id=message_id, event=event, properties=properties):
+                    self.observer.annotate(export_id=event.export_id)
+                    with self.observer.step("publish"):
+                        # Inside the publish span: the event carries that span's context.
+                        await self.backend.publisher.publish(
+                            message_id,
+                            event.model_dump_json().encode(),
+                            self.observer.outgoing(properties),
+                        )
+                    self._published(record, publication.event)
                     publication = replace(publication, announced=True)
                     await self.checkpoint("after_publish")
                 case MarkEventSent(record=sent):
@@ -248,6 +268,14 @@ class TurnHandler:
                         log.info("turn_already_recorded", decision=done.decision)
                     return done
             performed += 1
+
+    def _published(self, record: TurnRecord | None, turn: TurnCompleted) -> None:
+        """Report the export just announced: format, size, and the turn's event time."""
+        entry = None if record is None else record.export
+        if entry is not None:
+            self.observer.export_published(
+                entry.format, entry.row_count, entry.bytes, turn.occurred_at
+            )
 
     async def _write(self, plan: ExportPlan, event: TurnCompleted, spool: RowSpool) -> Written:
         """Serialise the plan's rows into the export blob; TooLarge past a cap."""

@@ -22,6 +22,16 @@ Clock = Callable[[], float]  # monotonic seconds
 ReachabilityCheck = Callable[[], Awaitable[None]]  # raises when a dependency is unreachable
 
 
+class Unreachable(Exception):
+    """What a reachability check raises to name the dependency that failed and how (the
+    type of the error it got, never its text)."""
+
+    def __init__(self, dependency: str, error: str) -> None:
+        super().__init__(f"{dependency}: {error}")
+        self.dependency = dependency
+        self.error = error
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A probe's answer: ok or not, a status word saying why, and a few numbers."""
@@ -169,6 +179,7 @@ class ReadinessState:
     closed: bool = False
     checked_at: float | None = None
     check_error: str | None = None  # the exception type of a failed check, never its text
+    dependency: str | None = None  # which dependency failed, when the check says
 
 
 def readiness_verdict(state: ReadinessState, now: float) -> Verdict:
@@ -179,7 +190,10 @@ def readiness_verdict(state: ReadinessState, now: float) -> Verdict:
         return Verdict(False, "not_opened")
     if state.check_error is not None:
         age = 0.0 if state.checked_at is None else round(now - state.checked_at, 3)
-        return Verdict(False, "unreachable", {"error": state.check_error, "checked_ago": age})
+        detail: dict[str, Any] = {"error": state.check_error, "checked_ago": age}
+        if state.dependency is not None:
+            detail["dependency"] = state.dependency
+        return Verdict(False, "unreachable", detail)
     return Verdict(True, "ready")
 
 
@@ -202,8 +216,11 @@ class Readiness:
         self._state = ReadinessState()
         self._checking = asyncio.Lock()
 
-    def opened(self) -> None:
-        """The adapters are open: the worker may report ready."""
+    def opened(self, check: ReachabilityCheck | None = None) -> None:
+        """The adapters are open: the worker may report ready; `check` (when given)
+        replaces the reachability check, which often needs the opened adapters."""
+        if check is not None:
+            self._check = check
         self._state = ReadinessState(opened=True)
 
     def closed(self) -> None:
@@ -230,11 +247,14 @@ class Readiness:
     async def _run_check(self) -> None:
         assert self._check is not None
         error: str | None = None
+        dependency: str | None = None
         try:
             await asyncio.wait_for(self._check(), self._check_timeout)
+        except Unreachable as exc:
+            error, dependency = exc.error, exc.dependency
         except Exception as exc:  # any failure means "not reachable"; only its type is kept
             error = type(exc).__name__
         if not self._state.closed:
             self._state = ReadinessState(
-                opened=True, checked_at=self._clock(), check_error=error
+                opened=True, checked_at=self._clock(), check_error=error, dependency=dependency
             )

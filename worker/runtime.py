@@ -20,6 +20,7 @@ from structlog.contextvars import bound_contextvars, get_contextvars
 
 from schemas.records import TurnRecord
 from worker.logs import get_logger
+from worker.observer import NO_OBSERVER, Handling, RuntimeObserver
 from worker.ports import Consumer, LockLost, PortError, QueueMessage, Session
 from worker.retry_policy import RetryPolicy
 from worker.settlement import Abandon, Complete, DeadLetter, settle, where_raised
@@ -60,6 +61,7 @@ class Runtime:
         lock_duration: float,
         session_idle: float,
         shutdown_grace: float,
+        observer: RuntimeObserver = NO_OBSERVER,
     ) -> None:
         self.handler = handler
         self.queue = queue
@@ -68,6 +70,7 @@ class Runtime:
         self.lock_duration = lock_duration
         self.session_idle = session_idle
         self.shutdown_grace = shutdown_grace
+        self.observer = observer  # metrics, liveness and spans hear of each step
         self.stats = RunStats()
         self._stopping = asyncio.Event()
         self._in_flight = 0
@@ -86,6 +89,7 @@ class Runtime:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
         self._log.info("worker_started", concurrency=self.concurrency, drain=drain)
+        self.observer.loop_started()
         workers = [asyncio.create_task(self._serve(drain)) for _ in range(self.concurrency)]
         try:
             await asyncio.gather(*workers)
@@ -99,7 +103,8 @@ class Runtime:
     async def _serve(self, drain: bool) -> None:
         while not self._stopping.is_set():
             try:
-                session = await self.queue.accept_session(ACCEPT_WAIT_SECONDS)
+                with self.observer.waiting(ACCEPT_WAIT_SECONDS):
+                    session = await self.queue.accept_session(ACCEPT_WAIT_SECONDS)
             except PortError as exc:
                 self._log.warning("session_accept_failed", error=type(exc).__name__)
                 await self._pause(1.0)
@@ -109,6 +114,7 @@ class Runtime:
                     self.stop()
                 continue
             self._in_flight += 1
+            self.observer.session_acquired()
             try:
                 await self._serve_session(session)
             except Exception as exc:
@@ -122,6 +128,7 @@ class Runtime:
                 self._in_flight -= 1
                 with contextlib.suppress(Exception):
                     await session.close()
+                self.observer.session_released()
 
     async def _serve_session(self, session: Session) -> None:
         # Every line logged while the session is held names it, the renewer's included.
@@ -131,12 +138,14 @@ class Runtime:
             renewer = asyncio.create_task(self._renew(session))
             try:
                 while not self._stopping.is_set():
-                    message = await session.receive(self.session_idle)
+                    with self.observer.waiting(self.session_idle):
+                        message = await session.receive(self.session_idle)
                     if message is None:
                         return
                     await self._process(session, message)
             except LockLost:
                 self.stats.lock_lost += 1
+                self.observer.session_lock_lost()
                 self._log.warning("session_lock_lost")
             finally:
                 renewer.cancel()
@@ -144,12 +153,16 @@ class Runtime:
                     await renewer
 
     async def _process(self, session: Session, message: QueueMessage) -> None:
-        with bound_contextvars(**_message_ids(message)):
+        with (
+            bound_contextvars(**_message_ids(message)),
+            self.observer.handling(message) as handling,
+        ):
             # The handler runs in a context of its own and binds the event's ids there once
             # it has parsed them; they join the message's ids for the settlement's lines.
             handled = contextvars.copy_context()
             work = asyncio.create_task(self.handler.handle(message), context=handled)
             finished = await self._until_done_or_grace(work)
+            handling.handled()
             if not finished:
                 work.cancel()
                 with contextlib.suppress(BaseException):
@@ -160,10 +173,12 @@ class Runtime:
                         self._log.warning("turn_abandoned_on_shutdown")
                         with contextlib.suppress(Exception):
                             await session.abandon(message)
+                        handling.abandoned()
                         return
-                    await self._settle(session, message, work)
+                    await self._settle(session, message, work, handling)
                 except LockLost:
                     self.stats.lock_lost += 1
+                    handling.lock_lost()
                     self._log.warning("message_lock_lost")
 
     async def _until_done_or_grace(self, work: asyncio.Task[Any]) -> bool:
@@ -178,7 +193,11 @@ class Runtime:
         return work.done()
 
     async def _settle(
-        self, session: Session, message: QueueMessage, work: asyncio.Task[TurnRecord]
+        self,
+        session: Session,
+        message: QueueMessage,
+        work: asyncio.Task[TurnRecord],
+        handling: Handling,
     ) -> None:
         """Perform the fate `settlement.settle` gives the handler's outcome."""
         failure = work.exception()
@@ -190,6 +209,7 @@ class Runtime:
                 await session.complete(message)
                 self.stats.completed += 1
                 self.stats.by_decision[decision] = self.stats.by_decision.get(decision, 0) + 1
+                handling.completed(decision)
             case Abandon(delay=delay, reason=reason):
                 self._log.info(
                     "turn_retry_scheduled",
@@ -199,6 +219,7 @@ class Runtime:
                 )
                 await session.abandon(message, delay)
                 self.stats.retried += 1
+                handling.retried()
             case DeadLetter(reason=reason, description=description):
                 if reason == "handler_error":
                     # A bug: the log renders its type and frames, never its message (row
@@ -206,6 +227,7 @@ class Runtime:
                     self._log.error("handler_failed", error=description, exc_info=failure)
                 await session.dead_letter(message, reason, description)
                 self.stats.dead_lettered += 1
+                handling.dead_lettered(reason)
                 self._log.warning("message_dead_lettered", reason=reason)
 
     async def _renew(self, session: Session) -> None:

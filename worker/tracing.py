@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from worker.logs import get_logger
+from worker.observer import AttributeValue, Step
 
 SERVICE_NAME = "turn-export-worker"
 TRACEPARENT = "traceparent"
@@ -27,9 +28,6 @@ TRACESTATE = "tracestate"
 # Service Bus SDKs put the W3C traceparent of the sender here.
 DIAGNOSTIC_ID = "Diagnostic-Id"
 ATTRIBUTE_PREFIX = "export_worker."
-
-Step = Literal["read", "fetch", "upload", "publish"]
-AttributeValue = str | int | float | bool
 
 
 class TurnSpan:
@@ -66,12 +64,13 @@ class Tracing:
         properties: Mapping[str, Any],
         *,
         conversation_id: str,
-        turn_id: str,
-        event_id: str,
+        turn_id: str = "",
+        event_id: str = "",
         message_id: str = "",
     ) -> Iterator[TurnSpan]:
         """The span of one delivery, child of the sender's trace when `properties` (the
-        message's application properties) carry one."""
+        message's application properties) carry one. Ids not known yet (empty) are left
+        out; the handler adds them with `annotate` once it has parsed the event."""
         if self._tracer is None:
             yield TurnSpan()
             return
@@ -82,10 +81,9 @@ class Tracing:
         attributes: dict[str, AttributeValue] = {
             "messaging.system": "servicebus",
             "messaging.operation.type": "process",
-            ATTRIBUTE_PREFIX + "conversation_id": conversation_id,
-            ATTRIBUTE_PREFIX + "turn_id": turn_id,
-            ATTRIBUTE_PREFIX + "event_id": event_id,
         }
+        ids = {"conversation_id": conversation_id, "turn_id": turn_id, "event_id": event_id}
+        attributes.update({ATTRIBUTE_PREFIX + k: v for k, v in ids.items() if v})
         if message_id:
             attributes["messaging.message.id"] = message_id
         with self._span("turn", parent, SpanKind.CONSUMER, attributes) as span:
@@ -103,6 +101,15 @@ class Tracing:
         named = {ATTRIBUTE_PREFIX + k: v for k, v in attributes.items()}
         with self._span(name, None, kind, named):
             yield
+
+    def annotate(self, **attributes: AttributeValue | None) -> None:
+        """Add ids or enums (never values) to the current span: inside the handler, outside
+        any step, the turn's."""
+        if self._tracer is None:
+            return
+        from opentelemetry import trace
+
+        TurnSpan(trace.get_current_span()).annotate(**attributes)
 
     def outgoing(self, properties: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """`properties` plus the current trace context (traceparent, tracestate, and the

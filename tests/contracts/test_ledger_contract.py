@@ -129,6 +129,26 @@ def test_find_export_returns_the_record_holding_it(ledger_factory: Any) -> None:
     run(body, ledger_factory)
 
 
+def test_latest_export_is_the_published_record_processed_last(ledger_factory: Any) -> None:
+    def at(cid: str, turn_id: str, seq: int, processed_at: str, export: bool) -> TurnRecord:
+        export_id = f"exp_{uuid.uuid4().hex[:20]}" if export else None
+        made = record(cid, turn_id, seq, export_id=export_id)
+        return made.model_copy(update={"processed_at": processed_at})
+
+    async def body(ledger: Ledger) -> None:
+        assert await ledger.latest_export() is None
+        cid, other = new_id("conv"), new_id("conv")
+        await ledger.put(at(cid, "t1", 1, "2026-11-20T09:00:00.000000Z", export=True))
+        newest = at(other, "t1", 1, "2026-11-21T08:00:00.500000Z", export=True)
+        await ledger.put(newest)
+        await ledger.put(at(cid, "t2", 2, "2026-11-21T07:59:59.999999Z", export=True))
+        # Processed later, but without an export: not what `last_export_at` reports.
+        await ledger.put(at(cid, "t3", 3, "2026-11-22T00:00:00.000000Z", export=False))
+        assert await ledger.latest_export() == newest
+
+    run(body, ledger_factory)
+
+
 # ---- local adapter only --------------------------------------------------------------
 def test_local_turns_without_seq_come_last_in_insertion_order(tmp_path: Any) -> None:
     from worker.local.store import LocalLedger

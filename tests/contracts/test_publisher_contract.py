@@ -51,3 +51,32 @@ def test_sent_lists_each_message_id_once_oldest_first(publisher_factory: Any) ->
         ]
 
     run(body, publisher_factory)
+
+
+def test_properties_travel_beside_the_body_which_is_listed_as_sent(
+    publisher_factory: Any,
+) -> None:
+    async def body(publisher: Publisher) -> None:
+        properties = {"type": "export.published", "version": 1, "format": "csv"}
+        await publisher.publish("exp_p", event("exp_p"), properties)
+        if publisher_factory.lists_sent:  # bodies only: `dev events` shows events as sent
+            assert await publisher.sent() == [{"type": "export.published", "export_id": "exp_p"}]
+
+    run(body, publisher_factory)
+
+
+# ---- local adapter only --------------------------------------------------------------
+def test_local_outbox_keeps_the_properties_of_the_first_send(tmp_path: Any) -> None:
+    from worker.local.outbox import LocalOutbox
+
+    async def main() -> None:
+        outbox = LocalOutbox(tmp_path / "outbox.db")
+        await outbox.publish("exp_1", event("exp_1"), {"format": "csv", "traceparent": "00-a"})
+        await outbox.publish("exp_1", event("exp_1"), {"format": "xml"})  # duplicate: dropped
+        await outbox.publish("exp_2", event("exp_2"))
+        assert await outbox.sent_properties("exp_1") == {"format": "csv", "traceparent": "00-a"}
+        assert await outbox.sent_properties("exp_2") == {}
+        assert await outbox.sent_properties("exp_unknown") == {}
+        await outbox.close()
+
+    asyncio.run(main())

@@ -107,6 +107,19 @@ def test_the_event_names_the_export_as_its_message_id_and_matches_the_record() -
     assert effect.event == export_published(record.record)  # the same event every time
 
 
+def test_the_event_carries_the_properties_topic_subscriptions_filter_on() -> None:
+    put = next_effect(None, replace(fresh(), written=WRITTEN))
+    assert isinstance(put, PutRecord)
+    effect = next_effect(put.record, fresh(None))
+    assert isinstance(effect, PublishEvent)
+    assert effect.properties == {
+        "type": "export.published",
+        "version": 1,
+        "conversation_id": effect.event.conversation_id,
+        "format": "csv",
+    }
+
+
 @pytest.mark.parametrize("decision", ["no_request", "clarification", "no_rows"])
 def test_an_ending_without_a_file_is_recorded_and_done(decision: str) -> None:
     effect = next_effect(None, fresh(Finished(decision, FACTS)))  # type: ignore[arg-type]

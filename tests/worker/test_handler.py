@@ -193,7 +193,7 @@ def test_crash_between_record_and_event_converges_on_redelivery(tmp_path: Path) 
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
         original = backend.publisher.publish
 
-        async def crash(message_id: str, data: bytes) -> None:
+        async def crash(message_id: str, data: bytes, properties: Any = None) -> None:
             raise ConnectionResetError("lost the topic")
 
         backend.publisher.publish = crash  # type: ignore[method-assign]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from worker import cli, logs
+from worker import cli, logs, serving
 from worker.ports import Backend, BlobInfo, BlobUpload
 
 SECRET = "SECRET-ROW-7f3a9c"
@@ -161,14 +161,14 @@ def test_a_row_value_in_a_failing_handlers_exception_reaches_no_log_line_nor_dea
     monkeypatch.setenv("EXPORT_WORKER_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("EXPORT_WORKER_BACKEND", "local")
     monkeypatch.setenv("EXPORT_WORKER_BACKOFF_BASE_SECONDS", "0")
-    opened = cli.open_backend
+    opened = serving.open_backend
 
     async def rejecting_backend(settings: Any, **options: Any) -> Backend:
         backend = await opened(settings, **options)
         backend.blobs = RejectingBlobs(backend.blobs)
         return backend
 
-    monkeypatch.setattr(cli, "open_backend", rejecting_backend)
+    monkeypatch.setattr(serving, "open_backend", rejecting_backend)  # what `run` opens
 
     def export_worker(*args: str) -> None:
         with pytest.raises(SystemExit) as exited:

@@ -48,6 +48,11 @@ TURNS_QUERY = "SELECT * FROM c WHERE c.conversation_id = @cid ORDER BY c.seq"
 EXPORTS_QUERY = "SELECT * FROM c WHERE c.conversation_id = @cid AND c.export != null ORDER BY c.seq"
 ALL_EXPORTS_QUERY = "SELECT * FROM c WHERE c.export != null"
 FIND_EXPORT_QUERY = "SELECT * FROM c WHERE c.export.export_id = @eid"
+# Cross-partition, bounded by TOP 1; processed_at is written in one fixed-width UTC form,
+# so its string order is time order (the default range index serves the ORDER BY).
+LATEST_EXPORT_QUERY = (
+    "SELECT TOP 1 * FROM c WHERE c.export != null ORDER BY c.processed_at DESC"
+)
 
 
 class CosmosAccount:
@@ -292,6 +297,14 @@ class AzureLedger:
         params = {"@eid": export_id}
         async for doc in self._account.query(
             self._turns, FIND_EXPORT_QUERY, params, partition_key=None
+        ):
+            return TurnRecord.model_validate(doc)
+        return None
+
+    async def latest_export(self) -> TurnRecord | None:
+        """The published record processed last: one cross-partition TOP 1 query."""
+        async for doc in self._account.query(
+            self._turns, LATEST_EXPORT_QUERY, {}, partition_key=None
         ):
             return TurnRecord.model_validate(doc)
         return None

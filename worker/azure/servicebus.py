@@ -389,11 +389,19 @@ class AzurePublisher:
         self._client, self._credential = servicebus_client(settings)
         self._sender: ServiceBusSender | None = None
 
-    async def publish(self, message_id: str, body: bytes) -> None:
-        """Send one event with this message id, as JSON."""
+    async def publish(
+        self, message_id: str, body: bytes, properties: Mapping[str, Any] | None = None
+    ) -> None:
+        """Send one event with this message id, as JSON, with `properties` as application
+        properties (what subscription SQL rules filter on)."""
         if self._sender is None:
             self._sender = self._client.get_topic_sender(self._topic)
-        message = ServiceBusMessage(body, message_id=message_id, content_type="application/json")
+        message = ServiceBusMessage(
+            body,
+            message_id=message_id,
+            content_type="application/json",
+            application_properties=dict(properties or {}),  # type: ignore[arg-type]
+        )
         await guarded(self._sender.send_messages(message, timeout=self._timeout), self._timeout)
 
     async def sent(self) -> list[dict[str, Any]]:

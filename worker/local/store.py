@@ -200,6 +200,17 @@ class LocalLedger:
         )
         return None if row is None else _record(row["doc"])
 
+    async def latest_export(self) -> TurnRecord | None:
+        """The published record with the greatest `processed_at` (the worker writes every
+        one in the same fixed-width UTC form, so text order is time order), or None."""
+        row = await self._db.read(
+            lambda c: c.execute(
+                "SELECT doc FROM turns WHERE has_export = 1"
+                " ORDER BY json_extract(doc, '$.processed_at') DESC, rowid DESC LIMIT 1"
+            ).fetchone()
+        )
+        return None if row is None else _record(row["doc"])
+
     async def close(self) -> None:
         """Close the connection."""
         await self._db.close()

@@ -64,6 +64,12 @@ class Ledger(Protocol):
         """The turn record holding this export id, or None."""
         ...
 
+    @port_call(Effect.READ)
+    async def latest_export(self) -> TurnRecord | None:
+        """The published record processed last (by `processed_at`), or None: `status`'s
+        `last_export_at`. One bounded read, whatever the ledger's size."""
+        ...
+
     @port_call(Effect.RELEASE)
     async def close(self) -> None:
         """Release connections."""

@@ -1,0 +1,74 @@
+"""The readiness check on the Azure adapters (cosmosdb-server, Azurite): reachable as
+deployed, and a missing Cosmos container or a rejected storage key named as unreachable.
+Run by scripts/test-emulated, which starts both servers."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+from test_e2e_emulated import emulated_settings
+
+from worker.health import Unreachable
+from worker.local.backend import open_local_backend
+from worker.operations import Operations, reachability_check
+from worker.settings import Settings
+
+pytestmark = pytest.mark.emulated
+
+
+def check(home: Path, settings: Settings) -> tuple[str, str] | None:
+    """Open the Azure adapters (the queue and outbox local), run the check; what failed."""
+
+    async def main() -> tuple[str, str] | None:
+        from worker.azure.backend import open_azure_backend
+
+        sidecar = open_local_backend(home)
+        backend = await open_azure_backend(
+            settings, queue=sidecar.queue, publisher=sidecar.publisher
+        )
+        try:
+            await reachability_check(backend, settings, Operations())()
+        except Unreachable as exc:
+            return exc.dependency, exc.error
+        finally:
+            await backend.close()
+            for port in (sidecar.store, sidecar.ledger, sidecar.blobs):
+                await port.close()
+        return None
+
+    return asyncio.run(main())
+
+
+def test_the_emulated_azure_adapters_are_reachable(tmp_path: Path) -> None:
+    assert check(tmp_path / "home", emulated_settings(tmp_path / "home")) is None
+
+
+@pytest.mark.parametrize(
+    ("container", "dependency"),
+    [("turns_container", "ledger"), ("messages_container", "store")],
+)
+def test_a_missing_cosmos_container_is_unreachable_not_an_empty_answer(
+    tmp_path: Path, container: str, dependency: str
+) -> None:
+    settings = emulated_settings(tmp_path / "home")
+    check(tmp_path / "home", settings)  # creates the database and the named containers
+    misnamed = settings.model_copy(
+        update={container: "no-such-container", "cosmos_create_resources": False}
+    )
+    assert check(tmp_path / "home", misnamed) == (dependency, "NotFound")
+
+
+def test_a_storage_key_the_account_rejects_is_unreachable(tmp_path: Path) -> None:
+    settings = emulated_settings(tmp_path / "home")
+    assert settings.blob_connection_string is not None
+    wrong = base64.b64encode(b"not the account key").decode()
+    real = settings.blob_connection_string.get_secret_value()
+    connection = SecretStr(re.sub(r"AccountKey=[^;]+", f"AccountKey={wrong}", real))
+    rejected = settings.model_copy(update={"blob_connection_string": connection})
+    failed = check(tmp_path / "home", rejected)
+    assert failed is not None and failed[0] == "blobs" and failed[1] != "NotFound"

@@ -1,0 +1,340 @@
+"""The runtime and the handler report every point of a message's life to the operations
+observer: metrics by decision, outcome and reason, liveness, spans, and the readiness check."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from handlers.errors import RetryableError
+from worker.handler import TurnHandler
+from worker.health import Unreachable
+from worker.local.backend import open_local_backend
+from worker.local.outbox import LocalOutbox
+from worker.metrics import Metrics
+from worker.operations import Operations, reachability_check
+from worker.ports import Backend, LockLost, NotFound, QueueMessage, TransientError
+from worker.retry_policy import RetryPolicy
+from worker.runtime import Runtime
+from worker.settings import Settings
+from worker.testing.seeding import event_body, seed, seeding
+from worker.tracing import from_provider
+
+PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+SENDER_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{SENDER_SPAN}-01"
+
+
+def headline() -> dict[str, Any]:
+    return json.loads((PUBLIC / "headline.fixture.json").read_text())
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def runtime_for(handler: Any, backend: Backend, operations: Operations, **kw: Any) -> Runtime:
+    return Runtime(
+        handler,
+        backend.queue,
+        concurrency=2,
+        retry=RetryPolicy.no_waiting(kw.pop("max_attempts", 3)),
+        lock_duration=60,
+        session_idle=0.05,
+        shutdown_grace=kw.pop("shutdown_grace", 5),
+        observer=operations,
+    )
+
+
+def drained(
+    tmp_path: Path,
+    operations: Operations,
+    prepare: Callable[[Backend], Awaitable[None]],
+    handler: Callable[[Backend], Any] | None = None,
+) -> Backend:
+    """Prepare a fresh local home, drain it with a real (or given) handler, close it."""
+
+    async def main() -> Backend:
+        home = tmp_path / "home"
+        backend = open_local_backend(home, lock_duration=60)
+        try:
+            await prepare(backend)
+            settings = Settings(_env_file=None, home=home)  # type: ignore[call-arg]
+            chosen = handler(backend) if handler else TurnHandler(
+                backend, settings, observer=operations
+            )
+            runtime = runtime_for(chosen, backend, operations)
+            await asyncio.wait_for(runtime.run(drain=True), timeout=60)
+        finally:
+            await backend.close()
+        return backend
+
+    return asyncio.run(main())
+
+
+def test_each_turn_is_counted_by_decision_with_its_handling_time_queue_wait_and_export(
+    tmp_path: Path,
+) -> None:
+    fixture = headline()
+    occurred = datetime.fromisoformat(fixture["events"][0]["occurred_at"].replace("Z", "+00:00"))
+    metrics = Metrics()
+    operations = Operations(metrics, wall_clock=lambda: occurred + timedelta(seconds=42))
+
+    async def prepare(backend: Backend) -> None:
+        await seed(seeding(backend), fixture)
+        await backend.queue.send(b"not json", "conv_bad")  # dead-lettered schema_invalid
+
+    drained(tmp_path, operations, prepare)
+    assert sample(metrics, "export_worker_turns_total", decision="published") == 1
+    assert sample(metrics, "export_worker_dead_letters_total", reason="schema_invalid") == 1
+    duration = "export_worker_turn_duration_seconds_count"
+    assert sample(metrics, duration, outcome="completed") == 1
+    assert sample(metrics, duration, outcome="dead_lettered") == 1
+    assert sample(metrics, "export_worker_queue_wait_seconds_count") == 2
+    assert sample(metrics, "export_worker_exports_total", format="csv") == 1
+    assert sample(metrics, "export_worker_export_rows_sum") == 900
+    assert sample(metrics, "export_worker_export_bytes_sum") > 0
+    assert sample(metrics, "export_worker_end_to_end_seconds_sum") == 42
+    assert sample(metrics, "export_worker_sessions_held") == 0  # every session released
+    assert operations.liveness.state().started_at is not None
+    assert operations.liveness.verdict().ok
+
+
+class Scripted:
+    """A handler whose outcomes per body are scripted: an exception, or a record."""
+
+    def __init__(self, script: dict[bytes, list[Any]]) -> None:
+        self.script = script
+
+    async def handle(self, message: QueueMessage) -> Any:
+        outcome = self.script[message.body].pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return type("Record", (), {"decision": outcome})()
+
+
+def test_retries_and_lost_locks_are_counted_with_their_outcome(tmp_path: Path) -> None:
+    metrics = Metrics()
+    operations = Operations(metrics)
+    script: dict[bytes, list[Any]] = {
+        b"flaky": [RetryableError("artifact_missing", "not yet"), "no_request"],
+        b"stolen": [LockLost("the session moved on")],
+    }
+
+    async def prepare(backend: Backend) -> None:
+        for n, body in enumerate(script):
+            await backend.queue.send(body, f"s{n}")
+
+    drained(tmp_path, operations, prepare, handler=lambda _: Scripted(script))
+    duration = "export_worker_turn_duration_seconds_count"
+    assert sample(metrics, "export_worker_retries_total") == 1
+    assert sample(metrics, duration, outcome="retried") == 1
+    assert sample(metrics, "export_worker_turns_total", decision="no_request") == 1
+    assert sample(metrics, "export_worker_lock_lost_total") == 1
+    assert sample(metrics, duration, outcome="lock_lost") == 1
+
+
+def test_a_turn_past_the_shutdown_grace_is_counted_as_abandoned(tmp_path: Path) -> None:
+    metrics = Metrics()
+    operations = Operations(metrics)
+    started = asyncio.Event()
+
+    class Slow:
+        async def handle(self, message: QueueMessage) -> Any:
+            started.set()
+            await asyncio.Event().wait()  # never finishes on its own
+
+    async def main() -> None:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        await backend.queue.send(b"slow", "s")
+        runtime = runtime_for(Slow(), backend, operations, shutdown_grace=0)
+        task = asyncio.create_task(runtime.run())
+        await asyncio.wait_for(started.wait(), timeout=10)
+        runtime.stop()
+        await asyncio.wait_for(task, timeout=10)
+        await backend.close()
+
+    asyncio.run(main())
+    duration = "export_worker_turn_duration_seconds_count"
+    assert sample(metrics, duration, outcome="abandoned") == 1
+    assert sample(metrics, duration, outcome="completed") == 0
+
+
+def test_a_turn_continues_the_senders_trace_with_child_steps_and_its_event_carries_the_context(
+    tmp_path: Path,
+) -> None:
+    fixture = headline()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    operations = Operations(tracing=from_provider(provider))
+    event = fixture["events"][0]
+
+    async def prepare(backend: Backend) -> None:
+        await seed(seeding(backend), {**fixture, "events": []})
+        await backend.queue.send(
+            event_body(event),
+            event["conversation_id"],
+            message_id=event["event_id"],
+            properties={"traceparent": TRACEPARENT},
+        )
+
+    drained(tmp_path, operations, prepare)
+    spans = exporter.get_finished_spans()
+    [turn] = [s for s in spans if s.name == "turn"]
+    assert f"{turn.context.trace_id:032x}" == TRACE_ID
+    assert f"{turn.parent.span_id:016x}" == SENDER_SPAN
+    attributes = dict(turn.attributes)
+    assert attributes["export_worker.conversation_id"] == event["conversation_id"]
+    assert attributes["export_worker.turn_id"] == event["turn_id"]
+    assert attributes["export_worker.event_id"] == event["event_id"]
+    assert attributes["export_worker.decision"] == "published"
+    assert attributes["export_worker.outcome"] == "completed"
+    export_id = attributes["export_worker.export_id"]
+    turn_id = turn.context.span_id
+    children = [s for s in spans if s.parent is not None and s.parent.span_id == turn_id]
+    names = [s.name for s in children]
+    assert {"read", "fetch", "upload", "publish"} <= set(names)
+    assert sorted(s.attributes["export_worker.source"] for s in children if s.name == "read") == [
+        "conversation", "ledger", "messages"
+    ]
+    [publish] = [s for s in children if s.name == "publish"]
+    sent_with = f"00-{TRACE_ID}-{publish.context.span_id:016x}-01"
+
+    async def properties() -> dict[str, Any]:
+        outbox = LocalOutbox(tmp_path / "home" / "worker.db")
+        try:
+            return await outbox.sent_properties(str(export_id))
+        finally:
+            await outbox.close()
+
+    assert asyncio.run(properties()) == {
+        "type": "export.published",
+        "version": 1,
+        "conversation_id": event["conversation_id"],
+        "format": "csv",
+        "traceparent": sent_with,
+        "Diagnostic-Id": sent_with,
+    }
+    provider.shutdown()
+
+
+# ---- readiness ------------------------------------------------------------------------
+class Failing:
+    """Wraps an adapter; the named calls raise `error`."""
+
+    def __init__(self, inner: Any, error: Exception, *names: str) -> None:
+        self._inner, self._error, self._names = inner, error, names
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self._names:
+            return getattr(self._inner, name)
+        error = self._error
+
+        if name == "history":
+
+            async def stream(*args: Any, **kwargs: Any) -> Any:
+                raise error
+                yield  # an async generator, like the port's
+
+            return stream
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            raise error
+
+        return call
+
+
+def check_with(
+    tmp_path: Path, change: Callable[[Backend], Backend], queue_error: Any = None
+) -> Any:
+    """Run the reachability check on a local backend changed by `change`; its error or None."""
+
+    async def main() -> Any:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        operations = Operations()
+        if queue_error is not None:
+            with pytest.raises(type(queue_error)), operations.waiting(1.0):
+                raise queue_error
+        try:
+            settings = Settings(_env_file=None)  # type: ignore[call-arg]
+            await reachability_check(change(backend), settings, operations)()
+        except Unreachable as exc:
+            return exc.dependency, exc.error
+        finally:
+            await backend.close()
+        return None
+
+    return asyncio.run(main())
+
+
+def replaced(**ports: Any) -> Callable[[Backend], Backend]:
+    def change(backend: Backend) -> Backend:
+        return Backend(**{**vars(backend), **{k: v(backend) for k, v in ports.items()}})
+
+    return change
+
+
+def test_an_open_local_backend_is_reachable(tmp_path: Path) -> None:
+    assert check_with(tmp_path, lambda b: b) is None
+
+
+@pytest.mark.parametrize(
+    ("port", "call", "error", "expected"),
+    [
+        ("store", "get_conversation", TransientError("503"), ("store", "TransientError")),
+        ("store", "history", PermissionError("denied"), ("store", "PermissionError")),
+        # An empty partition query answers NotFound only when the container is missing.
+        ("ledger", "list_turns", NotFound("no container"), ("ledger", "NotFound")),
+        ("blobs", "exists", TransientError("reset"), ("blobs", "TransientError")),
+    ],
+)
+def test_a_dependency_that_fails_its_read_is_named_with_the_errors_type(
+    tmp_path: Path, port: str, call: str, error: Exception, expected: tuple[str, str]
+) -> None:
+    change = replaced(**{port: lambda b: Failing(getattr(b, port), error, call)})
+    assert check_with(tmp_path, change) == expected
+
+
+def test_a_missing_conversation_is_the_normal_answer_of_a_reachable_store(tmp_path: Path) -> None:
+    change = replaced(store=lambda b: Failing(b.store, NotFound("none"), "get_conversation"))
+    assert check_with(tmp_path, change) is None
+
+
+def test_the_queue_is_unreachable_while_the_receive_loops_last_wait_failed(tmp_path: Path) -> None:
+    assert check_with(tmp_path, lambda b: b, TransientError("amqp detached")) == (
+        "queue", "TransientError"
+    )
+    # A lost lock is an answer from the queue, not a failure to reach it.
+    assert check_with(tmp_path, lambda b: b, LockLost("taken")) is None
+
+
+def test_a_wait_that_answers_clears_the_queues_failure() -> None:
+    operations = Operations()
+    with pytest.raises(TransientError), operations.waiting(1.0):
+        raise TransientError("timeout")
+    assert operations.queue_error == "TransientError"
+    with operations.waiting(1.0):
+        pass
+    assert operations.queue_error is None
+    assert operations.liveness.state().waits == ()
+
+
+def test_the_observer_is_the_runtimes_only_link_to_prometheus() -> None:
+    source = (Path(__file__).resolve().parents[2] / "worker" / "runtime.py").read_text()
+    handler = (Path(__file__).resolve().parents[2] / "worker" / "handler.py").read_text()
+    for text in (source, handler):
+        assert "prometheus" not in text and "opentelemetry" not in text
+        assert "worker.metrics" not in text and "worker.health" not in text
+

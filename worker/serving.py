@@ -1,0 +1,53 @@
+"""`export-worker run`, assembled: the operations endpoint, the backend, the handler and the
+runtime, opened in that order and closed in the reverse one.
+
+The endpoint opens first, so a probe gets an answer while the adapters are still opening
+(`/healthz` says `starting`, `/readyz` says `not_opened`), and closes last, so `/readyz`
+says `closed` while the runtime shuts down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from worker.backends import open_backend
+from worker.checkpoints import Checkpoint, no_checkpoint
+from worker.handler import TurnHandler
+from worker.health import Readiness
+from worker.operations import Operations, operations_endpoint, reachability_check
+from worker.ports import Backend
+from worker.retry_policy import RetryPolicy
+from worker.runtime import RunStats, Runtime
+from worker.settings import Settings
+
+
+async def serve(
+    settings: Settings,
+    operations: Operations,
+    *,
+    drain: bool = False,
+    concurrency: int | None = None,
+    checkpoint: Checkpoint = no_checkpoint,
+    inject: Callable[[Backend], Backend] | None = None,
+) -> RunStats:
+    """Run the worker until stopped (or drained), reporting to `operations`."""
+    readiness = Readiness()
+    async with operations_endpoint(settings, operations, readiness):
+        backend = await open_backend(settings, inject=inject)
+        try:
+            readiness.opened(reachability_check(backend, settings, operations))
+            handler = TurnHandler(backend, settings, checkpoint=checkpoint, observer=operations)
+            runtime = Runtime(
+                handler,
+                backend.queue,
+                concurrency=concurrency or settings.concurrency,
+                retry=RetryPolicy.from_settings(settings),
+                lock_duration=settings.lock_duration_seconds,
+                session_idle=settings.session_idle_seconds,
+                shutdown_grace=settings.shutdown_grace_seconds,
+                observer=operations,
+            )
+            return await runtime.run(drain=drain)
+        finally:
+            readiness.closed()
+            await backend.close()
