@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from worker.local.database import Database, rfc3339
-from worker.ports import DeadLetteredMessage, LockLost, NotFound, QueueMessage, QueueStats
+from worker.ports import (
+    DeadLetteredMessage,
+    LockLost,
+    NotFound,
+    QueueMessage,
+    QueueStats,
+    checked_message_id,
+)
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -100,8 +107,10 @@ class LocalQueue:
         message_id: str | None = None,
         properties: Mapping[str, Any] | None = None,
     ) -> None:
-        """Enqueue one message on a session (message id defaults to a fresh uuid4 hex)."""
-        values = (message_id or uuid.uuid4().hex, session_id, bytes(body), dict(properties or {}))
+        """Enqueue one message on a session (message id defaults to a fresh uuid4 hex);
+        InvalidMessageId past MAX_MESSAGE_ID characters, as on Service Bus."""
+        message_id = checked_message_id(message_id) if message_id else uuid.uuid4().hex
+        values = (message_id, session_id, bytes(body), dict(properties or {}))
         await self._db.write(lambda c: _insert(c, *values, now=self._clock()))
 
     async def accept_session(self, max_wait: float) -> LocalSession | None:
