@@ -128,13 +128,14 @@ class Runtime:
         with bound_contextvars(session_id=session.session_id):
             # The session lock is renewed for as long as the session is held, not only while
             # a message is handled: receiving does not extend it (Service Bus semantics).
-            renewer = asyncio.create_task(self._renew(session))
+            lock_lost = asyncio.Event()
+            renewer = asyncio.create_task(self._renew(session, lock_lost))
             try:
                 while not self._stopping.is_set():
                     message = await session.receive(self.session_idle)
                     if message is None:
                         return
-                    await self._process(session, message)
+                    await self._process(session, message, lock_lost)
             except LockLost:
                 self.stats.lock_lost += 1
                 self._log.warning("session_lock_lost")
@@ -143,19 +144,29 @@ class Runtime:
                 with contextlib.suppress(BaseException):
                     await renewer
 
-    async def _process(self, session: Session, message: QueueMessage) -> None:
+    async def _process(
+        self, session: Session, message: QueueMessage, lock_lost: asyncio.Event
+    ) -> None:
         with bound_contextvars(**_message_ids(message)):
             # The handler runs in a context of its own and binds the event's ids there once
             # it has parsed them; they join the message's ids for the settlement's lines.
             handled = contextvars.copy_context()
             work = asyncio.create_task(self.handler.handle(message), context=handled)
-            finished = await self._until_done_or_grace(work)
+            finished = await self._until_done_or_grace(work, lock_lost)
             if not finished:
                 work.cancel()
                 with contextlib.suppress(BaseException):
                     await work
             with bound_contextvars(**handled.run(get_contextvars)):
                 try:
+                    if not finished and lock_lost.is_set():
+                        # Another holder may take the turn now: this one stopped before its
+                        # next effect. The abandon only counts the delivery if the lock was
+                        # still ours (a renewal cap); a lock truly gone refuses it.
+                        self._log.warning("turn_cancelled_on_lock_lost")
+                        with contextlib.suppress(Exception):
+                            await session.abandon(message)
+                        raise LockLost("the session lock was lost while the turn ran")
                     if not finished:
                         self._log.warning("turn_abandoned_on_shutdown")
                         with contextlib.suppress(Exception):
@@ -163,18 +174,27 @@ class Runtime:
                         return
                     await self._settle(session, message, work)
                 except LockLost:
+                    if lock_lost.is_set():
+                        raise  # the session is over: _serve_session counts it
                     self.stats.lock_lost += 1
                     self._log.warning("message_lock_lost")
 
-    async def _until_done_or_grace(self, work: asyncio.Task[Any]) -> bool:
-        """Wait for `work`; once stopping, at most the grace period. Whether it finished."""
+    async def _until_done_or_grace(
+        self, work: asyncio.Task[Any], lock_lost: asyncio.Event
+    ) -> bool:
+        """Wait for `work`; once stopping, at most the grace period; not past a lost lock.
+        Whether it finished."""
         stopping = asyncio.create_task(self._stopping.wait())
+        lost = asyncio.create_task(lock_lost.wait())
         try:
-            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not work.done():
-                await asyncio.wait({work}, timeout=self.shutdown_grace)
+            await asyncio.wait({work, stopping, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done() and not lock_lost.is_set():
+                await asyncio.wait(
+                    {work, lost}, timeout=self.shutdown_grace, return_when=asyncio.FIRST_COMPLETED
+                )
         finally:
             stopping.cancel()
+            lost.cancel()
         return work.done()
 
     async def _settle(
@@ -208,13 +228,17 @@ class Runtime:
                 self.stats.dead_lettered += 1
                 self._log.warning("message_dead_lettered", reason=reason)
 
-    async def _renew(self, session: Session) -> None:
-        """Renew the session lock well before it lapses, for as long as the handler runs."""
+    async def _renew(self, session: Session, lock_lost: asyncio.Event) -> None:
+        """Renew the session lock well before it lapses, for as long as the session is held;
+        a lock reported lost sets `lock_lost`, which stops the turn in flight."""
         interval = max(0.05, self.lock_duration / 3)
         while True:
             await asyncio.sleep(interval)
             try:
                 await session.renew_lock()
+            except LockLost:
+                lock_lost.set()
+                return
             except PortError as exc:
                 self._log.warning("lock_renewal_failed", error=type(exc).__name__)
 
