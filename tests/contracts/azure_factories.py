@@ -237,11 +237,13 @@ class AzurePublisherFactory(_Factory):
 
 # ---- Service Bus on the test broker -------------------------------------------------------
 class BrokerQueueFactory(_Factory):
-    """AzureQueue on a broker started for each `open()`, on this factory's manual clock.
+    """AzureQueue on a broker started for each `open()`, on this factory's manual clock
+    (the adapter measures delayed abandons on it too).
 
-    `is_drained` reads the session browser only: the SDK's administration client speaks
-    HTTPS to the connection string's host and port, which the broker does not serve
-    (tests/servicebus_broker/README.md)."""
+    `is_drained` and `stats` count over AMQP: the SDK's administration client speaks HTTPS
+    to the connection string's host and port, which the broker does not serve
+    (tests/servicebus_broker/README.md), and the adapter knows it from the connection
+    string's `UseDevelopmentEmulator=true`."""
 
     lock_duration = QUEUE_LOCK_SECONDS
     empty_wait = 1.0
@@ -260,7 +262,7 @@ class BrokerQueueFactory(_Factory):
             settings = isolated_settings(
                 servicebus_connection_string=broker.connection_string, queue_name=name
             )
-            queue = AzureQueue(settings, use_admin_counts=False)
+            queue = AzureQueue(settings, clock=self.clock.now)
             try:
                 yield queue
             finally:

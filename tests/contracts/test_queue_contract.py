@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from worker.ports import LockLost, NotFound, Queue, QueueMessage, Session
+from worker.ports import (
+    MAX_MESSAGE_ID,
+    InvalidMessageId,
+    LockLost,
+    NotFound,
+    Queue,
+    QueueMessage,
+    Session,
+)
 
 
 def run(body: Callable[[Queue], Awaitable[None]], factory: Any) -> None:
@@ -68,6 +76,25 @@ def test_send_keeps_body_properties_and_ids(queue_factory: Any) -> None:
         assert second.sequence_number > first.sequence_number
         await session.complete(second)
         await session.close()
+
+    run(body, queue_factory)
+
+
+def test_a_message_id_past_the_limit_is_refused_at_send_and_one_at_it_kept(
+    queue_factory: Any,
+) -> None:
+    # Service Bus takes message ids of at most 128 characters; the local queue keeps the
+    # same limit so that a caller's bug shows on both backends alike.
+    async def body(queue: Queue) -> None:
+        sid = new_session_id()
+        with pytest.raises(InvalidMessageId):
+            await queue.send(b"too long", sid, message_id="m" * (MAX_MESSAGE_ID + 1))
+        assert await queue.is_drained()
+        await queue.send(b"at the limit", sid, message_id="m" * MAX_MESSAGE_ID)
+        session = await accept(queue, queue_factory)
+        message = await receive(session, queue_factory)
+        assert (message.body, message.message_id) == (b"at the limit", "m" * MAX_MESSAGE_ID)
+        await session.complete(message)
 
     run(body, queue_factory)
 

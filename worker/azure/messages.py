@@ -8,7 +8,7 @@ from typing import Any
 
 from azure.servicebus import ServiceBusReceivedMessage
 
-from worker.ports import DeadLetteredMessage, QueueMessage
+from worker.ports import FIRST_DELIVERY, DeadLetteredMessage, QueueMessage
 
 # Kept by Service Bus in the application properties of a dead-lettered message.
 _DEAD_LETTER_KEYS = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
@@ -55,6 +55,14 @@ def decoded_properties(raw: ServiceBusReceivedMessage) -> dict[str, Any]:
     return decoded
 
 
+def delivery_count(raw: ServiceBusReceivedMessage) -> int:
+    """The port's count (FIRST_DELIVERY on a first delivery) from the SDK's, which is the
+    AMQP header's `delivery-count` as it came: failed deliveries before this one, 0 on a
+    first delivery. A dead letter's count so names the delivery that dead-lettered it;
+    one Service Bus moved at its max delivery count shows that count + 1."""
+    return (raw.delivery_count or 0) + FIRST_DELIVERY
+
+
 def _enqueued_at(raw: ServiceBusReceivedMessage) -> str:
     enqueued = raw.enqueued_time_utc
     return enqueued.isoformat() if enqueued is not None else ""
@@ -67,7 +75,7 @@ def to_queue_message(raw: ServiceBusReceivedMessage) -> QueueMessage:
         message_id=str(raw.message_id or ""),
         session_id=raw.session_id or "",
         body=body_bytes(raw),
-        delivery_count=raw.delivery_count or 0,
+        delivery_count=delivery_count(raw),
         enqueued_at=_enqueued_at(raw),
         properties=decoded_properties(raw),
     )
@@ -82,7 +90,7 @@ def to_dead_letter(raw: ServiceBusReceivedMessage) -> DeadLetteredMessage:
         reason=raw.dead_letter_reason or "",
         description=raw.dead_letter_error_description or "",
         enqueued_at=_enqueued_at(raw),
-        delivery_count=raw.delivery_count or 0,
+        delivery_count=delivery_count(raw),
         body=body_bytes(raw),
         properties=decoded_properties(raw),
     )
