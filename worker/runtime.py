@@ -97,16 +97,21 @@ class Runtime:
         return self.stats
 
     async def _serve(self, drain: bool) -> None:
+        # With --drain, an empty queue is seen before the first accept waits (an accept
+        # that finds nothing takes its whole wait, and more on Service Bus).
+        idle = True
         while not self._stopping.is_set():
+            if drain and idle and self._in_flight == 0 and await self._drained():
+                self.stop()
+                return
             try:
                 session = await self.queue.accept_session(ACCEPT_WAIT_SECONDS)
             except PortError as exc:
                 self._log.warning("session_accept_failed", error=type(exc).__name__)
                 await self._pause(1.0)
                 continue
+            idle = session is None
             if session is None:
-                if drain and self._in_flight == 0 and await self.queue.is_drained():
-                    self.stop()
                 continue
             self._in_flight += 1
             try:
@@ -241,6 +246,15 @@ class Runtime:
                 return
             except PortError as exc:
                 self._log.warning("lock_renewal_failed", error=type(exc).__name__)
+
+    async def _drained(self) -> bool:
+        """Whether the queue is drained; a check that failed says no (asked again later)."""
+        try:
+            return await self.queue.is_drained()
+        except PortError as exc:
+            self._log.warning("drain_check_failed", error=type(exc).__name__)
+            await self._pause(1.0)
+            return False
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

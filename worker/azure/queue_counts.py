@@ -20,6 +20,7 @@ client closes.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -77,9 +78,16 @@ class QueueCounts:
             use_admin_counts = not is_development_emulator(settings)
         self._use_admin = use_admin_counts
         self._admin_options = dict(admin_options or {})
+        self._checking: asyncio.Future[bool] | None = None
 
     async def any_active(self) -> bool:
-        """Whether anything is queued, scheduled or locked."""
+        """Whether anything is queued, scheduled or locked. Callers asking at the same time
+        (every session worker of a draining run) share one check."""
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.ensure_future(self._any_active())
+        return await asyncio.shield(self._checking)
+
+    async def _any_active(self) -> bool:
         counts = await self._runtime_counts()
         if counts is not None and counts > 0:
             return True

@@ -19,6 +19,7 @@ documented where it is done:
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections import Counter
@@ -206,28 +207,33 @@ class AzurePublisher:
 
 
 class Sending:
-    """A sender opened on first use, and replaced after our deadline cut a send short (it
-    may have been mid-frame)."""
+    """A sender opened on first use, one send at a time, and replaced after our deadline cut
+    a send short (it may have been mid-frame).
+
+    One at a time because an SDK sender is not safe to share between coroutines: two first
+    sends racing to open its link break it (seen with two session workers publishing)."""
 
     def __init__(self, open_sender: Callable[[], ServiceBusSender], timeout: float) -> None:
         self._open = open_sender
         self._timeout = timeout
         self._sender: ServiceBusSender | None = None
+        self._one_at_a_time = asyncio.Lock()
 
     async def send(self, message: ServiceBusMessage) -> None:
         """Send one message within the SDK's timeout (and our backstop)."""
-        if self._sender is None:
-            self._sender = self._open()
-        sender = self._sender
-        try:
-            await guarded(
-                sender.send_messages(message, timeout=self._timeout),
-                self._timeout + BACKSTOP_SECONDS,
-            )
-        except DeadlineExceeded:
-            self._sender = None
-            await close_quietly(sender, self._timeout)
-            raise
+        async with self._one_at_a_time:
+            if self._sender is None:
+                self._sender = self._open()
+            sender = self._sender
+            try:
+                await guarded(
+                    sender.send_messages(message, timeout=self._timeout),
+                    self._timeout + BACKSTOP_SECONDS,
+                )
+            except DeadlineExceeded:
+                self._sender = None
+                await close_quietly(sender, self._timeout)
+                raise
 
     async def close(self) -> None:
         """Close the sender, if one was opened."""
