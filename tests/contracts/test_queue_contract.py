@@ -99,6 +99,28 @@ def test_a_message_id_past_the_limit_is_refused_at_send_and_one_at_it_kept(
     run(body, queue_factory)
 
 
+def test_an_empty_or_overlong_session_id_reads_back_as_it_was_sent(queue_factory: Any) -> None:
+    # An event without a usable conversation id, or with one longer than Service Bus takes,
+    # is still enqueued (to be dead-lettered or handled); the queue hands back its id as sent.
+    async def body(queue: Queue) -> None:
+        long_id = "conv-" + "x" * 200
+        sent = {b"no session": "", b"long session": long_id}
+        for body_sent, sid in sent.items():
+            await queue.send(body_sent, sid)
+        got = set()
+        for _ in range(2):
+            session = await accept(queue, queue_factory)
+            message = await receive(session, queue_factory)
+            assert message.session_id == sent[message.body]
+            got.add(message.session_id)
+            await session.dead_letter(message, "schema_invalid", "no conversation id")
+            await session.close()
+        assert got == {"", long_id}
+        assert sorted(d.session_id for d in await queue.dead_letters()) == ["", long_id]
+
+    run(body, queue_factory)
+
+
 def test_messages_of_a_session_come_in_order_one_at_a_time(queue_factory: Any) -> None:
     async def body(queue: Queue) -> None:
         sid = new_session_id()

@@ -24,7 +24,7 @@ from typing import Any
 from azure.servicebus import ServiceBusReceivedMessage, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient, ServiceBusReceiver
 
-from worker.azure.messages import body_bytes, decoded_properties, to_dead_letter
+from worker.azure.messages import body_bytes, decoded_properties, sent_session, to_dead_letter
 from worker.azure.sessions import close_quietly, settle_deadline
 from worker.azure.timeouts import BACKSTOP_SECONDS, guarded
 from worker.ports import DeadLetteredMessage, NotFound, TransientError
@@ -79,7 +79,7 @@ class DeadLetterQueue:
             # A crash between this send and the completion leaves the dead letter in place
             # and the event queued: a second replay queues it again, and the ledger makes
             # the turn's second delivery a no-op (docs/contract/delivery.md).
-            await resend(body_bytes(raw), raw.session_id or "", message_id, properties)
+            await resend(body_bytes(raw), sent_session(raw), message_id, properties)
             await self._complete(receiver, raw)
 
         await self._take(sequence_number, again)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from azure.servicebus import ServiceBusReceivedMessage
@@ -12,6 +13,9 @@ from worker.ports import FIRST_DELIVERY, DeadLetteredMessage, QueueMessage
 
 # Kept by Service Bus in the application properties of a dead-lettered message.
 _DEAD_LETTER_KEYS = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
+# The session id a message was sent with, when Service Bus could not take it as it was.
+SENT_SESSION_KEY = "x-export-worker-session-id"
+_OWN_KEYS = _DEAD_LETTER_KEYS | {SENT_SESSION_KEY}
 
 UNROUTED_SESSION = "_unrouted"
 MAX_SESSION_ID = 128
@@ -19,12 +23,31 @@ MAX_SESSION_ID = 128
 
 def service_bus_session(session_id: str) -> str:
     """A session id Service Bus accepts: an event without a usable conversation id (it will
-    be dead-lettered as schema_invalid) still needs a session on a session-enabled queue."""
+    be dead-lettered as schema_invalid) still needs a session on a session-enabled queue,
+    and one longer than 128 characters is hashed (its messages still share a session)."""
     if not session_id:
         return UNROUTED_SESSION
     if len(session_id) > MAX_SESSION_ID:
         return "_h" + hashlib.sha256(session_id.encode()).hexdigest()
     return session_id
+
+
+def session_properties(session_id: str, properties: Mapping[str, Any]) -> dict[str, Any]:
+    """The application properties to send: `properties`, and the session id as sent when
+    Service Bus gets another one, so that it reads back as sent (`sent_session`)."""
+    sent = dict(properties)
+    if service_bus_session(session_id) != session_id:
+        sent[SENT_SESSION_KEY] = session_id
+    return sent
+
+
+def sent_session(raw: ServiceBusReceivedMessage) -> str:
+    """The session id the message was sent with."""
+    for key, value in (raw.application_properties or {}).items():
+        name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
+        if name == SENT_SESSION_KEY:
+            return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+    return raw.session_id or ""
 
 
 def body_bytes(raw: ServiceBusReceivedMessage) -> bytes:
@@ -45,11 +68,11 @@ def body_bytes(raw: ServiceBusReceivedMessage) -> bytes:
 
 def decoded_properties(raw: ServiceBusReceivedMessage) -> dict[str, Any]:
     """Application properties with str keys and str (not bytes) text values, without the
-    dead-letter bookkeeping Service Bus keeps there."""
+    bookkeeping kept there (Service Bus's dead-letter reason, the session id as sent)."""
     decoded: dict[str, Any] = {}
     for key, value in (raw.application_properties or {}).items():
         name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
-        if name in _DEAD_LETTER_KEYS:
+        if name in _OWN_KEYS:
             continue
         decoded[name] = value.decode("utf-8") if isinstance(value, bytes) else value
     return decoded
@@ -73,7 +96,7 @@ def to_queue_message(raw: ServiceBusReceivedMessage) -> QueueMessage:
     return QueueMessage(
         sequence_number=raw.sequence_number or 0,
         message_id=str(raw.message_id or ""),
-        session_id=raw.session_id or "",
+        session_id=sent_session(raw),
         body=body_bytes(raw),
         delivery_count=delivery_count(raw),
         enqueued_at=_enqueued_at(raw),
@@ -86,7 +109,7 @@ def to_dead_letter(raw: ServiceBusReceivedMessage) -> DeadLetteredMessage:
     return DeadLetteredMessage(
         sequence_number=raw.sequence_number or 0,
         message_id=str(raw.message_id or ""),
-        session_id=raw.session_id or "",
+        session_id=sent_session(raw),
         reason=raw.dead_letter_reason or "",
         description=raw.dead_letter_error_description or "",
         enqueued_at=_enqueued_at(raw),

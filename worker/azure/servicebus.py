@@ -32,7 +32,7 @@ from azure.servicebus.exceptions import OperationTimeoutError
 
 from worker.azure.credentials import servicebus_client
 from worker.azure.dead_letters import DeadLetterQueue
-from worker.azure.messages import decoded_properties, service_bus_session
+from worker.azure.messages import decoded_properties, service_bus_session, session_properties
 from worker.azure.queue_counts import QueueCounts
 from worker.azure.sessions import (
     MIN_WAIT_SECONDS,
@@ -104,7 +104,9 @@ class AzureQueue:
             body,
             session_id=service_bus_session(session_id),
             message_id=checked_message_id(message_id) if message_id else uuid.uuid4().hex,
-            application_properties=dict(properties or {}),  # type: ignore[arg-type]
+            application_properties=session_properties(  # type: ignore[arg-type]
+                session_id, properties or {}
+            ),
         )
         await self._sending.send(message)
 
