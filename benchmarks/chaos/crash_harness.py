@@ -101,6 +101,7 @@ class Options:
     home: Path | None = None
     verbose: bool = False
     backend: str = "local"
+    backoff_base: float = 0.0  # above 0: retries wait, so delayed abandons are exercised
 
 
 @dataclass
@@ -141,7 +142,7 @@ class Home:
         env.update(self.stores.settings())
         env.update(
             EXPORT_WORKER_HOME=str(self.path),
-            EXPORT_WORKER_BACKOFF_BASE_SECONDS="0",
+            EXPORT_WORKER_BACKOFF_BASE_SECONDS=str(self.options.backoff_base),
             EXPORT_WORKER_LOCK_DURATION_SECONDS=str(self.options.lock_seconds),
             EXPORT_WORKER_SESSION_IDLE_SECONDS="0.2",
             EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS="5",
@@ -575,6 +576,9 @@ def parse(argv: list[str] | None = None) -> Options:
     parser.add_argument(
         "--kill-every", default="0.25,1.0", help="LOW,HIGH seconds between SIGKILLs"
     )
+    parser.add_argument(
+        "--backoff-base", type=float, default=0.0, help="retry backoff (0: retries at once)"
+    )
     a = parser.parse_args(argv)
     low, high = (float(part) for part in a.kill_every.split(","))
     return Options(
@@ -595,6 +599,7 @@ def parse(argv: list[str] | None = None) -> Options:
         verbose=a.verbose,
         backend=a.backend,
         kill_every=(low, high),
+        backoff_base=a.backoff_base,
     )
 
 
