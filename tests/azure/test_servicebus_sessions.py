@@ -282,3 +282,22 @@ def test_a_parked_session_keeps_its_lock_renewed() -> None:
         await lot.close()
 
     run(main())
+
+
+def test_a_receive_waits_for_a_parked_delivery_falling_due_within_its_wait() -> None:
+    async def main() -> None:
+        clock = Clock()
+        receiver = Receiver(b"retry me")
+        session = session_on(receiver, clock)
+        message = await session.receive(0)
+        assert message is not None
+        await session.abandon(message, delay=20.0)
+
+        def time_passes() -> None:
+            clock.now += 20
+
+        asyncio.get_running_loop().call_later(0.05, time_passes)
+        again = await session.receive(max_wait=5.0)
+        assert again is not None and again.delivery_count == message.delivery_count + 1
+
+    run(main())

@@ -61,7 +61,10 @@ async def records_and_dead(backend: Backend, conversations: list[str]) -> dict[s
 
 
 def without_time(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in e.items() if k != "occurred_at"} for e in events]
+    """The events without their publishing time, by export id: two session workers publish
+    in either order across conversations."""
+    stripped = [{k: v for k, v in e.items() if k != "occurred_at"} for e in events]
+    return sorted(stripped, key=lambda e: str(e.get("export_id")))
 
 
 async def local_outcome(home: Path, given: dict[str, Any], cids: list[str]) -> dict[str, Any]:

@@ -97,13 +97,14 @@ class AzureSession:
     async def receive(self, max_wait: float) -> QueueMessage | None:
         """The session's next message, peek-locked; None when none came in `max_wait`.
 
-        While a delivery is unsettled the answer is None (one message of a session in
+        A parked delivery that falls due within `max_wait` is abandoned, then received
+        again. While a delivery is unsettled the answer is None (one message of a session in
         flight), once the service has confirmed that the session lock is still ours: only
         a renewal asks it that (a receive would lock the session's next message), so the
         lock is extended on the way, as the runtime's renewals do.
         """
         held = self._held
-        if held is not None and held.due is not None and self._limits.clock() >= held.due:
+        if held is not None and held.due is not None and await self._due_within(max_wait):
             await self._settle(held.message, self._receiver.abandon_message)
             held = None
         if held is not None:
@@ -194,6 +195,14 @@ class AzureSession:
             await close_quietly(self._receiver, self._limits.timeout)
 
     # ---- internals -------------------------------------------------------------------
+    async def _due_within(self, max_wait: float) -> bool:
+        """Wait (at most `max_wait` real seconds) for the parked delivery to fall due."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + max(max_wait, 0.0)
+        while not self.due and loop.time() < until:
+            await asyncio.sleep(min(PARK_POLL_SECONDS, until - loop.time()))
+        return self.due
+
     async def _renew(self) -> None:
         timeout = self._limits.timeout
         await self._call(lambda: self._receiver.session.renew_lock(timeout=timeout), timeout)
