@@ -215,9 +215,15 @@ class Sending:
     One at a time because an SDK sender is not safe to share between coroutines: two first
     sends racing to open its link break it (seen with two session workers publishing)."""
 
-    def __init__(self, open_sender: Callable[[], ServiceBusSender], timeout: float) -> None:
+    def __init__(
+        self,
+        open_sender: Callable[[], ServiceBusSender],
+        timeout: float,
+        backstop: float = BACKSTOP_SECONDS,
+    ) -> None:
         self._open = open_sender
         self._timeout = timeout
+        self._backstop = backstop
         self._sender: ServiceBusSender | None = None
         self._one_at_a_time = asyncio.Lock()
 
@@ -230,7 +236,7 @@ class Sending:
             try:
                 await guarded(
                     sender.send_messages(message, timeout=self._timeout),
-                    self._timeout + BACKSTOP_SECONDS,
+                    self._timeout + self._backstop,
                 )
             except DeadlineExceeded:
                 self._sender = None
