@@ -107,7 +107,8 @@ class Session(Protocol):
 
     @port_call(Effect.RELEASE)
     async def close(self) -> None:
-        """Release the session so another holder may accept it."""
+        """Release the session so another holder may accept it; a message left unsettled
+        goes to the next holder without its delivery counted (as on Service Bus)."""
         ...
 
 
