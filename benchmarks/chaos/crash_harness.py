@@ -130,10 +130,10 @@ class Home:
     """One temporary worker home, the stores its workers use, and the environment of every
     CLI call on it."""
 
-    def __init__(self, path: Path, options: Options, stores: Stores) -> None:
+    def __init__(self, path: Path, options: Options, stores: Stores | None = None) -> None:
         self.path = path
         self.options = options
-        self.stores = stores
+        self.stores = stores if stores is not None else LocalStores(path)
         (path / "logs").mkdir(parents=True, exist_ok=True)
         (path / "tmp").mkdir(exist_ok=True)
 
