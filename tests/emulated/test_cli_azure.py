@@ -117,7 +117,10 @@ def stderr_events(text: str) -> dict[str, datetime]:
 def test_run_drain_on_an_empty_queue_exits_within_seconds(
     env: AzureEnvironment, tmp_path: Path
 ) -> None:
+    # The database and containers exist already, as in production (no creation on start).
     cli = cli_on(env, tmp_path / "home")
+    cli.run("dev", "seed", str(write(tmp_path / "nothing.json", {})))
+    cli.extra_env = {**env.values, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "false"}
     started = time.monotonic()
     proc = cli.run("run", "--drain", timeout=60)
     total = time.monotonic() - started
