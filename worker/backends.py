@@ -32,9 +32,7 @@ async def open_adapters(settings: Settings) -> Backend:
     if settings.backend == "azure":
         from worker.azure.backend import open_azure_backend
 
-        return await open_azure_backend(
-            settings, max_lock_renewal_seconds=settings.max_lock_renewal_seconds
-        )
+        return await open_azure_backend(settings)
     from worker.local.backend import open_local_backend
 
     return open_local_backend(settings.home, lock_duration=settings.lock_duration_seconds)

@@ -101,7 +101,13 @@ class Runtime:
         return self.stats
 
     async def _serve(self, drain: bool) -> None:
+        # With --drain, an empty queue is seen before the first accept waits (an accept
+        # that finds nothing takes its whole wait, and more on Service Bus).
+        idle = True
         while not self._stopping.is_set():
+            if drain and idle and self._in_flight == 0 and await self._drained():
+                self.stop()
+                return
             try:
                 with self.observer.waiting(ACCEPT_WAIT_SECONDS):
                     session = await self.queue.accept_session(ACCEPT_WAIT_SECONDS)
@@ -109,9 +115,8 @@ class Runtime:
                 self._log.warning("session_accept_failed", error=type(exc).__name__)
                 await self._pause(1.0)
                 continue
+            idle = session is None
             if session is None:
-                if drain and self._in_flight == 0 and await self.queue.is_drained():
-                    self.stop()
                 continue
             self._in_flight += 1
             self.observer.session_acquired()
@@ -135,14 +140,17 @@ class Runtime:
         with bound_contextvars(session_id=session.session_id):
             # The session lock is renewed for as long as the session is held, not only while
             # a message is handled: receiving does not extend it (Service Bus semantics).
-            renewer = asyncio.create_task(self._renew(session))
+            lock_lost = asyncio.Event()
+            renewer = asyncio.create_task(self._renew(session, lock_lost))
             try:
                 while not self._stopping.is_set():
                     with self.observer.waiting(self.session_idle):
                         message = await session.receive(self.session_idle)
                     if message is None:
                         return
-                    await self._process(session, message)
+                    await self._process(session, message, lock_lost)
+                    if lock_lost.is_set():
+                        return  # the session is over; its turn was cancelled and counted
             except LockLost:
                 self.stats.lock_lost += 1
                 self.observer.session_lock_lost()
@@ -152,7 +160,9 @@ class Runtime:
                 with contextlib.suppress(BaseException):
                     await renewer
 
-    async def _process(self, session: Session, message: QueueMessage) -> None:
+    async def _process(
+        self, session: Session, message: QueueMessage, lock_lost: asyncio.Event
+    ) -> None:
         with (
             bound_contextvars(**_message_ids(message)),
             self.observer.handling(message) as handling,
@@ -161,7 +171,7 @@ class Runtime:
             # it has parsed them; they join the message's ids for the settlement's lines.
             handled = contextvars.copy_context()
             work = asyncio.create_task(self.handler.handle(message), context=handled)
-            finished = await self._until_done_or_grace(work)
+            finished = await self._until_done_or_grace(work, lock_lost)
             handling.handled()
             if not finished:
                 work.cancel()
@@ -169,6 +179,16 @@ class Runtime:
                     await work
             with bound_contextvars(**handled.run(get_contextvars)):
                 try:
+                    if not finished and lock_lost.is_set():
+                        # Another holder may take the turn now: this one stopped before its
+                        # next effect. The abandon only counts the delivery if the lock was
+                        # still ours (a renewal cap); a lock truly gone refuses it.
+                        self._log.warning("turn_cancelled_on_lock_lost")
+                        with contextlib.suppress(Exception):
+                            await session.abandon(message)
+                        self.stats.lock_lost += 1
+                        handling.lock_lost()
+                        return
                     if not finished:
                         self._log.warning("turn_abandoned_on_shutdown")
                         with contextlib.suppress(Exception):
@@ -177,19 +197,28 @@ class Runtime:
                         return
                     await self._settle(session, message, work, handling)
                 except LockLost:
+                    if lock_lost.is_set():
+                        raise  # the session is over: _serve_session counts it
                     self.stats.lock_lost += 1
                     handling.lock_lost()
                     self._log.warning("message_lock_lost")
 
-    async def _until_done_or_grace(self, work: asyncio.Task[Any]) -> bool:
-        """Wait for `work`; once stopping, at most the grace period. Whether it finished."""
+    async def _until_done_or_grace(
+        self, work: asyncio.Task[Any], lock_lost: asyncio.Event
+    ) -> bool:
+        """Wait for `work`; once stopping, at most the grace period; not past a lost lock.
+        Whether it finished."""
         stopping = asyncio.create_task(self._stopping.wait())
+        lost = asyncio.create_task(lock_lost.wait())
         try:
-            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not work.done():
-                await asyncio.wait({work}, timeout=self.shutdown_grace)
+            await asyncio.wait({work, stopping, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done() and not lock_lost.is_set():
+                await asyncio.wait(
+                    {work, lost}, timeout=self.shutdown_grace, return_when=asyncio.FIRST_COMPLETED
+                )
         finally:
             stopping.cancel()
+            lost.cancel()
         return work.done()
 
     async def _settle(
@@ -230,15 +259,28 @@ class Runtime:
                 handling.dead_lettered(reason)
                 self._log.warning("message_dead_lettered", reason=reason)
 
-    async def _renew(self, session: Session) -> None:
-        """Renew the session lock well before it lapses, for as long as the handler runs."""
+    async def _renew(self, session: Session, lock_lost: asyncio.Event) -> None:
+        """Renew the session lock well before it lapses, for as long as the session is held;
+        a lock reported lost sets `lock_lost`, which stops the turn in flight."""
         interval = max(0.05, self.lock_duration / 3)
         while True:
             await asyncio.sleep(interval)
             try:
                 await session.renew_lock()
+            except LockLost:
+                lock_lost.set()
+                return
             except PortError as exc:
                 self._log.warning("lock_renewal_failed", error=type(exc).__name__)
+
+    async def _drained(self) -> bool:
+        """Whether the queue is drained; a check that failed says no (asked again later)."""
+        try:
+            return await self.queue.is_drained()
+        except PortError as exc:
+            self._log.warning("drain_check_failed", error=type(exc).__name__)
+            await self._pause(1.0)
+            return False
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 
-from worker.ports import Sender
+from worker.ports import MAX_MESSAGE_ID, Sender
+
+# Marks a message id derived from an event id too long to be one.
+DERIVED_PREFIX = "evt-sha256-"
 
 
 def routing(body: bytes) -> tuple[str, str]:
-    """(session id, message id) for a body: its conversation id and event id when it has them."""
+    """(session id, message id) for a body: its conversation id and event id when it has them.
+
+    An event id longer than a message id may be (the schema sets no length, so such an
+    event is valid and must still be enqueued as given) yields a message id derived from
+    it: the same event id gives the same message id on every send.
+    """
     session_id, message_id = "", uuid.uuid4().hex
     try:
         value = json.loads(body)
@@ -19,8 +28,14 @@ def routing(body: bytes) -> tuple[str, str]:
         if isinstance(value.get("conversation_id"), str):
             session_id = value["conversation_id"]
         if isinstance(value.get("event_id"), str) and value["event_id"]:
-            message_id = value["event_id"]
+            message_id = _message_id(value["event_id"])
     return session_id, message_id
+
+
+def _message_id(event_id: str) -> str:
+    if len(event_id) <= MAX_MESSAGE_ID:
+        return event_id
+    return DERIVED_PREFIX + hashlib.sha256(event_id.encode("utf-8")).hexdigest()
 
 
 async def enqueue(sender: Sender, body: bytes) -> None:

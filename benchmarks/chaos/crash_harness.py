@@ -23,7 +23,13 @@
 
 `--fault-rate R` also makes every port call of the `run` processes fail with a transient
 error at rate R (worker/testing/faults.py), with 6 tries per call unless `--call-attempts` says
-otherwise (tests/reliability/test_faults.py gives the odds). Temp files that killed xlsx
+otherwise (tests/reliability/test_faults.py gives the odds).
+
+`--backend azure` runs the same on the whole Azure backend over local stand-ins
+(`harness_stores.py`: Service Bus on the test broker inside this process, Blob on Azurite,
+Cosmos on cosmosdb-server, which scripts/test-emulated starts); the checks read Cosmos,
+Azurite and the topic's subscription instead of the home. A worker process there takes
+seconds to start, so `--kill-every` should leave it time to get going. Temp files that killed xlsx
 writers leave in TMPDIR (pointed into the home) are counted in a note, not failed on: they
 are xlsxwriter's, outside the worker's stores. The last line is the figure line:
 
@@ -35,8 +41,6 @@ and the exit code is non-zero when anything was lost or doubled, or any check fa
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import csv
 import io
 import json
@@ -60,6 +64,7 @@ for folder in (ROOT, HERE):
         sys.path.insert(0, str(folder))
 
 from chaos_turns import ExpectedTurn, Generated, generate  # noqa: E402
+from harness_stores import AzureStores, LocalStores, Stores, azure_stores, run_cli  # noqa: E402
 
 
 def crash_points_for(kills: int, turns: int) -> str:
@@ -95,6 +100,8 @@ class Options:
     big_every: int = 12
     home: Path | None = None
     verbose: bool = False
+    backend: str = "local"
+    backoff_base: float = 0.0  # above 0: retries wait, so delayed abandons are exercised
 
 
 @dataclass
@@ -120,20 +127,22 @@ class ChaosStats:
 
 
 class Home:
-    """One temporary worker home and the environment of every CLI call on it."""
+    """One temporary worker home, the stores its workers use, and the environment of every
+    CLI call on it."""
 
-    def __init__(self, path: Path, options: Options) -> None:
+    def __init__(self, path: Path, options: Options, stores: Stores | None = None) -> None:
         self.path = path
         self.options = options
+        self.stores = stores if stores is not None else LocalStores(path)
         (path / "logs").mkdir(parents=True, exist_ok=True)
         (path / "tmp").mkdir(exist_ok=True)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_WORKER_")}
+        env.update(self.stores.settings())
         env.update(
             EXPORT_WORKER_HOME=str(self.path),
-            EXPORT_WORKER_BACKEND="local",
-            EXPORT_WORKER_BACKOFF_BASE_SECONDS="0",
+            EXPORT_WORKER_BACKOFF_BASE_SECONDS=str(self.options.backoff_base),
             EXPORT_WORKER_LOCK_DURATION_SECONDS=str(self.options.lock_seconds),
             EXPORT_WORKER_SESSION_IDLE_SECONDS="0.2",
             EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS="5",
@@ -147,19 +156,7 @@ class Home:
         return env
 
     def cli(self, *args: str, timeout: float = 300) -> bytes:
-        proc = subprocess.run(
-            [*executable(), *args],
-            cwd=self.path,
-            env=self.env(),
-            capture_output=True,
-            timeout=timeout,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"export-worker {' '.join(args)} exited {proc.returncode}: "
-                f"{proc.stderr.decode(errors='replace')[-1500:]}"
-            )
-        return proc.stdout
+        return run_cli([*executable(), *args], self.path, self.env(), timeout)
 
     def spawn(self, n: int, chaos: bool) -> Worker:
         extra: dict[str, str] = {}
@@ -213,7 +210,7 @@ def kill_phase(home: Home, rng: random.Random, stats: ChaosStats, deadline: floa
         if chaos and stats.total_kills >= options.kills:
             break
         # A clean exit means a worker saw the queue drained: let the others finish too.
-        done = stats.clean_exits > 0 and _drained(home.path)
+        done = stats.clean_exits > 0 and home.stores.drained()
         if done and all(s is None for s in slots):
             break
         for i, worker in enumerate(slots):
@@ -259,28 +256,8 @@ def drain_phase(home: Home, stats: ChaosStats, deadline: float, verbose: bool) -
         sys.stderr.write(worker.log.read_text(errors="replace")[-3000:])
 
 
-def _drained(home: Path) -> bool:
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(home / "worker.db", timeout=30)) as connection:
-        row = connection.execute(
-            "SELECT COUNT(*) FROM queue_messages WHERE state = 'active'"
-        ).fetchone()
-    return row[0] == 0
-
-
-def _recorded(home: Path) -> int:
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(home / "worker.db", timeout=30)) as connection:
-        # The ledger's table appears with the first worker that reaches it: when every
-        # process was killed before that, nothing is recorded yet.
-        exists = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'turns'"
-        ).fetchone()
-        if exists is None:
-            return 0
-        return int(connection.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
+def _recorded(home: Home, conversations: list[str]) -> int:
+    return sum(len(records) for records in home.stores.records(conversations).values())
 
 
 # --------------------------------------------------------------------------------------
@@ -309,32 +286,18 @@ class Verdict:
 def verify(home: Home, generated: Generated) -> Verdict:
     """Every check of the module docstring, from the stores and through the CLI."""
     verdict = Verdict(planted=len(generated.planted))
-    records = asyncio.run(_records(home.path, generated.conversation_ids))
-    _check_records(home.path, generated, records, verdict)
-    _check_files(home.path, generated, records, verdict)
-    _check_events(home, generated, records, verdict)
+    records = home.stores.records(generated.conversation_ids)
+    _check_records(generated, records, verdict)
+    _check_files(home.stores.files(generated.conversation_ids), generated, records, verdict)
+    _check_events(home.stores.events(home.cli), generated, records, verdict)
     _check_queue(home, generated, verdict)
-    staging = [p.name for p in (home.path / "blobs" / ".staging").iterdir()]
+    staging = home.stores.staged()
     if staging:
         verdict.other(f"blobs/.staging holds {len(staging)} leftover file(s): {staging[:3]}")
     return verdict
 
 
-async def _records(home: Path, conversation_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-    from worker.local.backend import open_local_backend
-
-    backend = open_local_backend(home)
-    try:
-        return {
-            cid: [r.model_dump(mode="json") for r in await backend.ledger.list_turns(cid)]
-            for cid in conversation_ids
-        }
-    finally:
-        await backend.close()
-
-
 def _check_records(
-    home: Path,
     generated: Generated,
     records: dict[str, list[dict[str, Any]]],
     verdict: Verdict,
@@ -381,7 +344,7 @@ def _check_record(record: dict[str, Any], want: ExpectedTurn, verdict: Verdict) 
 
 
 def _check_files(
-    home: Path,
+    files: dict[str, bytes],
     generated: Generated,
     records: dict[str, list[dict[str, Any]]],
     verdict: Verdict,
@@ -395,11 +358,8 @@ def _check_files(
         for r in recs
         if r.get("export") and r["decision"] == "published"
     }
-    exports_root = home / "blobs" / "exports"
-    files = [p for p in exports_root.rglob("*") if p.is_file()] if exports_root.exists() else []
     per_turn: Counter[tuple[str, str]] = Counter()
-    for path in files:
-        relative = path.relative_to(home / "blobs").as_posix()
+    for relative in files:
         parts = relative.split("/")
         per_turn[(parts[1], parts[2])] += 1
         if relative not in published:
@@ -413,11 +373,10 @@ def _check_files(
         record = next((r for r in records[key[0]] if r["turn_id"] == key[1]), None)
         if record is None or record.get("export") is None:
             continue  # already counted as lost
-        path = home / "blobs" / record["export"]["blob"]
-        if not path.is_file():
+        data = files.get(record["export"]["blob"])
+        if data is None:
             verdict.lose(f"{want.turn_id}: no file at {record['export']['blob']}")
             continue
-        data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() != record["export"]["sha256"]:
             verdict.other(f"{want.turn_id}: the file's sha256 is not the recorded one")
         problem = _rows_problem(data, want)
@@ -472,12 +431,11 @@ def _parse_rows(fmt: str, data: bytes) -> list[dict[str, Any]]:
 
 
 def _check_events(
-    home: Home,
+    events: list[dict[str, Any]],
     generated: Generated,
     records: dict[str, list[dict[str, Any]]],
     verdict: Verdict,
 ) -> None:
-    events = json.loads(home.cli("dev", "events", "--json"))
     sent = Counter(e["export_id"] for e in events)
     wanted = {
         r["export"]["export_id"]: r["turn_id"]
@@ -496,7 +454,7 @@ def _check_events(
 
 
 def _check_queue(home: Home, generated: Generated, verdict: Verdict) -> None:
-    if not _drained(home.path):
+    if not home.stores.drained():
         verdict.lose("the queue still holds active messages")
     dead = json.loads(home.cli("dlq", "list", "--json"))
     verdict.dead_letters = len(dead)
@@ -523,13 +481,25 @@ def _check_queue(home: Home, generated: Generated, verdict: Verdict) -> None:
 # --------------------------------------------------------------------------------------
 def run(options: Options) -> int:
     """The whole harness; the figure line last; 0 when nothing was lost or doubled."""
+    home_path = options.home or Path(tempfile.mkdtemp(prefix="export-worker-chaos-"))
+    if options.backend == "azure":
+        with azure_stores(options.lock_seconds) as stores:
+            try:
+                return _run(options, home_path, stores)
+            finally:
+                stores.drop()
+    return _run(options, home_path, LocalStores(home_path))
+
+
+def _run(options: Options, home_path: Path, stores: Stores) -> int:
     started = time.monotonic()
     deadline = started + options.timeout
     generated = generate(
         options.turns, options.conversations, options.seed, big_every=options.big_every
     )
-    home_path = options.home or Path(tempfile.mkdtemp(prefix="export-worker-chaos-"))
-    home = Home(home_path, options)
+    home = Home(home_path, options, stores)
+    if isinstance(stores, AzureStores):
+        stores.prepare(generated.conversation_ids)
     fixture = home_path / "fixture.json"
     fixture.write_text(json.dumps(generated.fixture), encoding="utf-8")
     home.cli("dev", "seed", str(fixture))
@@ -547,11 +517,12 @@ def run(options: Options) -> int:
         print(f"crash points: {points or 'none'}; a SIGKILL every {low}-{high} s")
     if options.kills > 0 or options.fault_rate > 0:
         kill_phase(home, rng, stats, deadline)
-    before_drain = _recorded(home_path)
+    before_drain = _recorded(home, generated.conversation_ids)
     drain_phase(home, stats, deadline, options.verbose)
     verdict = verify(home, generated)
     leftovers = [p.name for p in (home_path / "tmp").iterdir()]
     kinds = ", ".join(f"{k}={v}" for k, v in sorted(stats.kills.items())) or "none"
+    print(f"backend: {options.backend}")
     print(f"processes spawned: {stats.spawned}; deaths by cause: {kinds}")
     if options.kills and stats.total_kills < options.kills:
         print(f"note: the queue drained after {stats.total_kills} of {options.kills} kills")
@@ -599,7 +570,17 @@ def parse(argv: list[str] | None = None) -> Options:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--home", type=Path, default=None, help="keep the run in this folder")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--backend", choices=("local", "azure"), default="local", help="azure: on the stand-ins"
+    )
+    parser.add_argument(
+        "--kill-every", default="0.25,1.0", help="LOW,HIGH seconds between SIGKILLs"
+    )
+    parser.add_argument(
+        "--backoff-base", type=float, default=0.0, help="retry backoff (0: retries at once)"
+    )
     a = parser.parse_args(argv)
+    low, high = (float(part) for part in a.kill_every.split(","))
     return Options(
         turns=a.turns,
         conversations=a.conversations,
@@ -616,6 +597,9 @@ def parse(argv: list[str] | None = None) -> Options:
         timeout=a.timeout,
         home=a.home,
         verbose=a.verbose,
+        backend=a.backend,
+        kill_every=(low, high),
+        backoff_base=a.backoff_base,
     )
 
 

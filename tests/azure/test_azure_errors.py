@@ -14,9 +14,9 @@ from azure.core import exceptions as core
 from azure.cosmos import exceptions as cosmos
 from azure.servicebus import exceptions as sb
 
-from worker.azure.servicebus import AzureSession, decoded_properties
-from worker.azure.timeouts import guarded, guarded_iter, port_error
-from worker.ports import Conflict, LockLost, NotFound, QueueMessage, TransientError
+from worker.azure.messages import decoded_properties
+from worker.azure.timeouts import DeadlineExceeded, guarded, guarded_iter, port_error
+from worker.ports import Conflict, LockLost, NotFound, TransientError
 
 
 def http_error(status: int, code: str | None = None) -> core.HttpResponseError:
@@ -69,6 +69,7 @@ TRANSIENT = [
 LOCK_LOST = [
     sb.MessageLockLostError(message="lock expired"),
     sb.SessionLockLostError(message="session lock expired"),
+    sb.MessageAlreadySettled(action="complete"),  # a plain ValueError in the SDK
 ]
 
 # Not worth a retry and not a port condition: the runtime treats these as bugs.
@@ -150,13 +151,22 @@ def test_guarded_raises_the_port_error_with_the_sdk_error_as_cause() -> None:
     assert caught.value.__cause__ is sdk_error
 
 
-def test_guarded_turns_a_hanging_call_into_a_transient_error() -> None:
+def test_guarded_turns_a_hanging_call_into_a_transient_error_naming_our_deadline() -> None:
     async def main() -> None:
         never = asyncio.Event()
         await guarded(never.wait(), timeout=0)  # the deadline has passed at once
 
-    with pytest.raises(TransientError):
+    with pytest.raises(DeadlineExceeded):
         run(main())
+
+
+def test_a_timeout_raised_inside_the_call_is_transient_but_not_our_deadline() -> None:
+    async def times_out() -> None:
+        raise TimeoutError("the SDK's own socket timeout")
+
+    with pytest.raises(TransientError) as caught:
+        run(guarded(times_out(), timeout=5.0))
+    assert not isinstance(caught.value, DeadlineExceeded)
 
 
 def test_guarded_leaves_unmapped_errors_alone() -> None:
@@ -191,35 +201,6 @@ def test_guarded_iter_ends_with_the_iterator() -> None:
         return [page async for page in guarded_iter(pages(), timeout=1.0)]
 
     assert run(main()) == [1, 2, 3]
-
-
-class _Receiver:
-    """Only what AzureSession touches: its session id and one settlement."""
-
-    def __init__(self) -> None:
-        self.session = SimpleNamespace(session_id="conv-1")
-        self.completed: list[Any] = []
-
-    async def complete_message(self, raw: Any) -> None:
-        self.completed.append(raw)
-
-
-def _message(delivery_count: int) -> QueueMessage:
-    return QueueMessage(7, "m-1", "conv-1", b"{}", delivery_count, "2026-01-01T00:00:00+00:00")
-
-
-def test_settling_a_message_the_session_does_not_hold_is_lock_lost() -> None:
-    receiver = _Receiver()
-    session = AzureSession(receiver, timeout=1.0, max_abandon_delay=0.0)  # type: ignore[arg-type]
-    stale, current, raw = _message(1), _message(2), object()
-    session._held = (current, raw)  # type: ignore[assignment]
-    with pytest.raises(LockLost):
-        run(session.complete(stale))  # an earlier delivery of the same message
-    run(session.complete(current))
-    assert receiver.completed == [raw]
-    with pytest.raises(LockLost):
-        run(session.complete(current))  # already settled
-    assert receiver.completed == [raw]
 
 
 def test_dead_letter_bookkeeping_is_not_a_message_property() -> None:

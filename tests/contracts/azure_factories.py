@@ -7,9 +7,10 @@ Each port runs when its service is reachable, named by environment variables:
   base64 string does for cosmosdb-server) and `..._COSMOS_VERIFY_TLS` (default: off for a
   loopback endpoint, on otherwise);
 - queue, publisher: `EXPORT_WORKER_TEST_SERVICEBUS`, a connection string with Manage
-  rights: every `open()` creates its own queue (sessions on) or topic and deletes it after.
-  Without it they run on the AMQP test broker (tests/servicebus_broker), in-process: every
-  `open()` starts a broker holding just that queue or topic.
+  rights: every `open()` creates its own queue (sessions on) or topic (with a subscription
+  `all`, where what was published is read back) and deletes it after. Without it they run
+  on the AMQP test broker (tests/servicebus_broker), in-process: every `open()` starts a
+  broker holding just that queue or topic.
 
 Isolation: each `open()` gets a database of its own (Cosmos) or a queue/topic of its own
 (Service Bus). Blob tests name unique paths themselves, so blobs share the containers.
@@ -42,7 +43,14 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
 try:
-    from tests.servicebus_broker import ManualClock, QueueConfig, ServiceBusBroker, TopicConfig
+    from tests.emulated.azure_environment import SUBSCRIPTION, subscription_bodies
+    from tests.servicebus_broker import (
+        ManualClock,
+        QueueConfig,
+        ServiceBusBroker,
+        SubscriptionConfig,
+        TopicConfig,
+    )
 except ImportError as missing:  # python-qpid-proton is a dev dependency
     _BROKER_MISSING: str | None = f"the test broker cannot start: {missing}"
 else:
@@ -176,7 +184,8 @@ def servicebus_settings(**values: Any) -> Settings:
 
 @asynccontextmanager
 async def _entity(kind: str) -> AsyncIterator[str]:
-    """A queue (sessions on) or a topic (duplicate detection on) of its own, deleted after."""
+    """A queue (sessions on) or a topic (duplicate detection on, one subscription `all`) of
+    its own, deleted after."""
     from azure.servicebus.aio.management import ServiceBusAdministrationClient
 
     name = _unique(f"contract-{kind}")
@@ -195,6 +204,7 @@ async def _entity(kind: str) -> AsyncIterator[str]:
                 requires_duplicate_detection=True,
                 duplicate_detection_history_time_window=timedelta(minutes=10),
             )
+            await admin.create_subscription(name, SUBSCRIPTION)
         try:
             yield name
         finally:
@@ -220,14 +230,19 @@ class AzureQueueFactory(_Factory):
 
 
 class AzurePublisherFactory(_Factory):
-    """AzurePublisher on a topic created for each `open()`; a topic cannot list."""
+    """AzurePublisher on a topic created for each `open()`, read back from its subscription."""
 
-    lists_sent = False
+    topic = ""
+
+    async def published(self, publisher: AzurePublisher) -> list[dict[str, Any]]:
+        """What the subscription got (a topic itself cannot be listed)."""
+        return await subscription_bodies(os.environ[SERVICEBUS_ENV], self.topic)
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[AzurePublisher]:
         """A publisher on a fresh topic."""
         async with _entity("topic") as name:
+            self.topic = name
             publisher = AzurePublisher(servicebus_settings(topic_name=name))
             try:
                 yield publisher
@@ -237,11 +252,13 @@ class AzurePublisherFactory(_Factory):
 
 # ---- Service Bus on the test broker -------------------------------------------------------
 class BrokerQueueFactory(_Factory):
-    """AzureQueue on a broker started for each `open()`, on this factory's manual clock.
+    """AzureQueue on a broker started for each `open()`, on this factory's manual clock
+    (the adapter measures delayed abandons on it too).
 
-    `is_drained` reads the session browser only: the SDK's administration client speaks
-    HTTPS to the connection string's host and port, which the broker does not serve
-    (tests/servicebus_broker/README.md)."""
+    `is_drained` and `stats` count over AMQP: the SDK's administration client speaks HTTPS
+    to the connection string's host and port, which the broker does not serve
+    (tests/servicebus_broker/README.md), and the adapter knows it from the connection
+    string's `UseDevelopmentEmulator=true`."""
 
     lock_duration = QUEUE_LOCK_SECONDS
     empty_wait = 1.0
@@ -260,7 +277,7 @@ class BrokerQueueFactory(_Factory):
             settings = isolated_settings(
                 servicebus_connection_string=broker.connection_string, queue_name=name
             )
-            queue = AzureQueue(settings, use_admin_counts=False)
+            queue = AzureQueue(settings, clock=self.clock.now)
             try:
                 yield queue
             finally:
@@ -268,17 +285,28 @@ class BrokerQueueFactory(_Factory):
 
 
 class BrokerPublisherFactory(_Factory):
-    """AzurePublisher on a broker started for each `open()` (duplicate detection on)."""
+    """AzurePublisher on a broker started for each `open()` (duplicate detection on), read
+    back from the topic's subscription."""
 
-    lists_sent = False
     empty_wait = 1.0
+    topic = ""
+    connection_string = ""
+
+    async def published(self, publisher: AzurePublisher) -> list[dict[str, Any]]:
+        """What the subscription got (a topic itself cannot be listed)."""
+        return await subscription_bodies(self.connection_string, self.topic)
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[AzurePublisher]:
         """A publisher on a fresh topic."""
-        name = _unique("contract-topic")
-        config = TopicConfig(name, duplicate_detection_window=600.0)
+        self.topic = name = _unique("contract-topic")
+        config = TopicConfig(
+            name,
+            subscriptions=(SubscriptionConfig(SUBSCRIPTION),),
+            duplicate_detection_window=600.0,
+        )
         with ServiceBusBroker([config]) as broker:
+            self.connection_string = broker.connection_string
             settings = isolated_settings(
                 servicebus_connection_string=broker.connection_string, topic_name=name
             )

@@ -10,7 +10,8 @@ Each fixture (`queue_factory`, `store_factory`, `ledger_factory`, `blobs_factory
     queue:     factory.clock               # object with advance(seconds), or None when time
                                            #   cannot be faked (time-dependent tests skip)
                factory.lock_duration: float  # the queue's lock duration (with a clock)
-    publisher: factory.lists_sent: bool    # whether `sent()` can list what was published
+    publisher: factory.published           # async (publisher) -> the JSON bodies its consumers
+                                           #   got, oldest first, or None when nothing can tell
 
 Tests drive adapters only through the port Protocols (worker/ports/) plus those
 capabilities, so the same suite pins Cosmos, Blob Storage and Service Bus.
@@ -39,7 +40,7 @@ _CAPABILITY_DEFAULTS: dict[str, Any] = {
     "empty_wait": 1.0,
     "clock": None,
     "lock_duration": 60.0,
-    "lists_sent": False,
+    "published": None,
 }
 
 

@@ -6,6 +6,7 @@ import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from worker.local.blobs import LocalBlobs
 from worker.local.outbox import LocalOutbox
@@ -110,7 +111,10 @@ class LocalBlobsFactory(_Factory):
 class LocalPublisherFactory(_Factory):
     """LocalOutbox on a fresh database."""
 
-    lists_sent = True
+    @staticmethod
+    async def published(publisher: LocalOutbox) -> list[dict[str, Any]]:
+        """What the outbox holds: what the chat service would read."""
+        return await publisher.sent()
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[LocalOutbox]:

@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from worker.ports import LockLost, NotFound, Queue, QueueMessage, Session
+from worker.ports import (
+    MAX_MESSAGE_ID,
+    InvalidMessageId,
+    LockLost,
+    NotFound,
+    Queue,
+    QueueMessage,
+    Session,
+)
 
 
 def run(body: Callable[[Queue], Awaitable[None]], factory: Any) -> None:
@@ -68,6 +76,47 @@ def test_send_keeps_body_properties_and_ids(queue_factory: Any) -> None:
         assert second.sequence_number > first.sequence_number
         await session.complete(second)
         await session.close()
+
+    run(body, queue_factory)
+
+
+def test_a_message_id_past_the_limit_is_refused_at_send_and_one_at_it_kept(
+    queue_factory: Any,
+) -> None:
+    # Service Bus takes message ids of at most 128 characters; the local queue keeps the
+    # same limit so that a caller's bug shows on both backends alike.
+    async def body(queue: Queue) -> None:
+        sid = new_session_id()
+        with pytest.raises(InvalidMessageId):
+            await queue.send(b"too long", sid, message_id="m" * (MAX_MESSAGE_ID + 1))
+        assert await queue.is_drained()
+        await queue.send(b"at the limit", sid, message_id="m" * MAX_MESSAGE_ID)
+        session = await accept(queue, queue_factory)
+        message = await receive(session, queue_factory)
+        assert (message.body, message.message_id) == (b"at the limit", "m" * MAX_MESSAGE_ID)
+        await session.complete(message)
+
+    run(body, queue_factory)
+
+
+def test_an_empty_or_overlong_session_id_reads_back_as_it_was_sent(queue_factory: Any) -> None:
+    # An event without a usable conversation id, or with one longer than Service Bus takes,
+    # is still enqueued (to be dead-lettered or handled); the queue hands back its id as sent.
+    async def body(queue: Queue) -> None:
+        long_id = "conv-" + "x" * 200
+        sent = {b"no session": "", b"long session": long_id}
+        for body_sent, sid in sent.items():
+            await queue.send(body_sent, sid)
+        got = set()
+        for _ in range(2):
+            session = await accept(queue, queue_factory)
+            message = await receive(session, queue_factory)
+            assert message.session_id == sent[message.body]
+            got.add(message.session_id)
+            await session.dead_letter(message, "schema_invalid", "no conversation id")
+            await session.close()
+        assert got == {"", long_id}
+        assert sorted(d.session_id for d in await queue.dead_letters()) == ["", long_id]
 
     run(body, queue_factory)
 
@@ -403,7 +452,12 @@ def test_stats_count_active_and_dead_letters_by_reason(queue_factory: Any) -> No
     run(body, queue_factory)
 
 
-def test_closing_a_session_releases_what_it_held(queue_factory: Any) -> None:
+def test_closing_a_session_releases_what_it_held_without_counting_a_delivery(
+    queue_factory: Any,
+) -> None:
+    # Service Bus ("Message sessions", delivery count per message): a message left
+    # unsettled in a session that is closed is not counted; only an expired lock or an
+    # abandon counts (docs/contract/delivery.md).
     async def body(queue: Queue) -> None:
         sid = new_session_id()
         await queue.send(b"unsettled", sid)
@@ -413,7 +467,7 @@ def test_closing_a_session_releases_what_it_held(queue_factory: Any) -> None:
         successor = await accept(queue, queue_factory)
         assert successor.session_id == sid
         again = await receive(successor, queue_factory)
-        assert (again.message_id, again.delivery_count) == (message.message_id, 2)
+        assert (again.message_id, again.delivery_count) == (message.message_id, 1)
         with pytest.raises(LockLost):
             await session.complete(message)
         await successor.complete(again)

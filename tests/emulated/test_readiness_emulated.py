@@ -6,19 +6,48 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
+import uuid
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
-from test_e2e_emulated import emulated_settings
 
+from tests.emulated.azure_environment import (
+    BLOB_ENV,
+    COSMOS_ENV,
+    COSMOS_KEY_ENV,
+    COSMOS_TLS_ENV,
+    EMULATOR_KEY,
+    emulators_missing,
+)
 from worker.health import Unreachable
 from worker.local.backend import open_local_backend
 from worker.operations import Operations, reachability_check
 from worker.settings import Settings
 
 pytestmark = pytest.mark.emulated
+
+
+def emulated_settings(home: Path) -> Settings:
+    """The Azure settings for Cosmos and Blob on the running emulators (the queue and the
+    outbox stay local: readiness reads no Service Bus entity)."""
+    reason = emulators_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    verify = os.environ.get(COSMOS_TLS_ENV, "false").lower() == "true"
+    return Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        home=home,
+        backend="azure",
+        blob_connection_string=os.environ[BLOB_ENV],
+        cosmos_endpoint=os.environ[COSMOS_ENV],
+        cosmos_key=os.environ.get(COSMOS_KEY_ENV) or EMULATOR_KEY,
+        cosmos_database=f"ready-{uuid.uuid4().hex[:10]}",
+        cosmos_create_resources=True,
+        cosmos_verify_tls=verify,
+    )
 
 
 def check(home: Path, settings: Settings) -> tuple[str, str] | None:

@@ -1,27 +1,32 @@
-"""Opening the configured backend passes the settings the adapters need."""
+"""The Service Bus adapter takes its settings from the worker's settings."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-import pytest
-
-from worker import backends
-from worker.azure import backend as azure_backend
+from worker.azure.servicebus import AzureQueue
 from worker.settings import Settings
 
+# A development connection string: building the client opens no connection.
+EMULATOR = (
+    "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0;"
+    "UseDevelopmentEmulator=true"
+)
 
-def test_the_maximum_lock_renewal_setting_reaches_the_service_bus_adapter(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    seen: dict[str, Any] = {}
 
-    async def opened(settings: Settings, **options: Any) -> str:
-        seen.update(options)
-        return "backend"
+def test_the_maximum_lock_renewal_setting_caps_each_message_on_service_bus() -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        backend="azure",
+        servicebus_connection_string=EMULATOR,
+        max_lock_renewal_seconds=900,
+    )
 
-    monkeypatch.setattr(azure_backend, "open_azure_backend", opened)
-    settings = Settings(_env_file=None, backend="azure", max_lock_renewal_seconds=900)  # type: ignore[call-arg]
-    assert asyncio.run(backends.open_adapters(settings)) == "backend"
-    assert seen == {"max_lock_renewal_seconds": 900}
+    async def main() -> float:
+        queue = AzureQueue(settings)
+        try:
+            return queue._limits.max_renewal
+        finally:
+            await queue.close()
+
+    assert asyncio.run(main()) == 900

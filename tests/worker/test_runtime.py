@@ -8,7 +8,7 @@ from typing import Any
 
 from handlers.errors import PermanentError, RetryableError
 from worker.local.backend import open_local_backend
-from worker.ports import Backend, QueueMessage, TransientError
+from worker.ports import Backend, LockLost, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
@@ -161,3 +161,88 @@ def test_settings_drive_the_policy() -> None:
     settings = Settings(max_attempts=7, backoff_base_seconds=0)
     policy = RetryPolicy(settings.max_attempts, settings.backoff_base_seconds, 1)
     assert policy.exhausted(7) and policy.delay(3) == 0
+
+
+class LockLosingSession:
+    """A session whose lock is reported lost at its first renewal, holding one message."""
+
+    session_id = "s"
+
+    def __init__(self, message: QueueMessage) -> None:
+        self.message: QueueMessage | None = message
+        self.settled: list[str] = []
+        self.closed = False
+
+    async def receive(self, max_wait: float) -> QueueMessage | None:
+        message, self.message = self.message, None
+        return message
+
+    async def renew_lock(self) -> None:
+        raise LockLost("the session lock expired at the service")
+
+    async def complete(self, message: QueueMessage) -> None:
+        self.settled.append("complete")
+
+    async def abandon(self, message: QueueMessage, delay: float = 0.0) -> None:
+        self.settled.append("abandon")
+
+    async def dead_letter(self, message: QueueMessage, reason: str, description: str) -> None:
+        self.settled.append("dead_letter")
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class OneSession:
+    """A queue handing out one session, drained once that session is closed."""
+
+    def __init__(self, session: LockLosingSession) -> None:
+        self.session: LockLosingSession | None = session
+        self.handed = session
+
+    async def accept_session(self, max_wait: float) -> LockLosingSession | None:
+        session, self.session = self.session, None
+        return session
+
+    async def is_drained(self) -> bool:
+        return self.handed.closed
+
+
+class PublishesAfterAStep:
+    """A turn that has a slow step to take before it publishes."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.published = False
+        self.cancelled = False
+
+    async def handle(self, message: QueueMessage) -> Any:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()  # the slow step: an export longer than the lock
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        self.published = True
+        return Record()
+
+
+def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
+    # Another holder takes the turn once the lock is gone: this one must not go on to
+    # publish. It is cancelled, its message abandoned (ignored if the lock is truly gone).
+    message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00+00:00")
+    session = LockLosingSession(message)
+    handler = PublishesAfterAStep()
+    runtime = Runtime(
+        handler,
+        OneSession(session),  # type: ignore[arg-type]
+        concurrency=1,
+        retry=RetryPolicy.no_waiting(),
+        lock_duration=0.03,
+        session_idle=0.05,
+        shutdown_grace=30,
+    )
+    stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    assert handler.cancelled and not handler.published
+    assert session.settled == ["abandon"] and session.closed
+    assert (stats.lock_lost, stats.completed) == (1, 0)

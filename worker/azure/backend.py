@@ -17,10 +17,8 @@ async def open_azure_backend(
     *,
     queue: Queue | None = None,
     publisher: Publisher | None = None,
-    max_lock_renewal_seconds: float = 3600.0,
 ) -> Backend:
-    """Every port on Azure; `queue` / `publisher` replace the Service Bus ones (the emulated
-    end-to-end test injects the local queue and outbox, as Service Bus has no emulator here).
+    """Every port on Azure; `queue` / `publisher` replace the Service Bus ones (a test's).
 
     The store and the ledger share one Cosmos client, opened here so that resources are
     created (when `cosmos_create_resources`) and bad settings fail before any message.
@@ -34,7 +32,7 @@ async def open_azure_backend(
         blobs = AzureBlobs(settings)
         opened.append(blobs)
         if queue is None:
-            queue = AzureQueue(settings, max_lock_renewal_seconds=max_lock_renewal_seconds)
+            queue = AzureQueue(settings)
             opened.append(queue)
         if publisher is None:
             publisher = AzurePublisher(settings)

@@ -61,9 +61,10 @@ def cosmos_client(
 
 
 def servicebus_client(
-    settings: Settings, **options: Any
+    settings: Settings, credential: AsyncTokenCredential | None = None, **options: Any
 ) -> tuple[ServiceBusClient, AsyncTokenCredential | None]:
-    """A Service Bus client and the token credential it owns (None with a connection string)."""
+    """A Service Bus client and the token credential it owns (None with a connection
+    string, or when `credential`, owned by the caller, is given to share)."""
     if settings.servicebus_connection_string is not None:
         secret = settings.servicebus_connection_string.get_secret_value()
         return ServiceBusClient.from_connection_string(secret, **options), None
@@ -71,17 +72,34 @@ def servicebus_client(
         raise AzureNotConfigured(
             "set EXPORT_WORKER_SERVICEBUS_NAMESPACE or EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"
         )
-    credential = default_credential()
-    return ServiceBusClient(settings.servicebus_namespace, credential, **options), credential
+    if credential is not None:
+        return ServiceBusClient(settings.servicebus_namespace, credential, **options), None
+    owned = default_credential()
+    return ServiceBusClient(settings.servicebus_namespace, owned, **options), owned
+
+
+def is_development_emulator(settings: Settings) -> bool:
+    """Whether Service Bus is a development emulator (`UseDevelopmentEmulator=true`): plain
+    AMQP on the connection string's port, which the administration client cannot reach
+    (it always speaks HTTPS to the namespace)."""
+    secret = settings.servicebus_connection_string
+    if secret is None:
+        return False
+    parts = (part.partition("=") for part in secret.get_secret_value().split(";"))
+    return any(
+        key.strip().lower() == "usedevelopmentemulator" and value.strip().lower() == "true"
+        for key, _, value in parts
+    )
 
 
 def servicebus_admin(
-    settings: Settings, credential: AsyncTokenCredential | None
+    settings: Settings, credential: AsyncTokenCredential | None, **options: Any
 ) -> ServiceBusAdministrationClient:
-    """The management client (queue runtime counts), authenticated like the data client."""
+    """The management client (queue runtime counts), authenticated like the data client;
+    `options` go to azure-core (a test's `transport`)."""
     if settings.servicebus_connection_string is not None:
         secret = settings.servicebus_connection_string.get_secret_value()
-        return ServiceBusAdministrationClient.from_connection_string(secret)
+        return ServiceBusAdministrationClient.from_connection_string(secret, **options)
     if not settings.servicebus_namespace or credential is None:
         raise AzureNotConfigured("set EXPORT_WORKER_SERVICEBUS_NAMESPACE")
-    return ServiceBusAdministrationClient(settings.servicebus_namespace, credential)
+    return ServiceBusAdministrationClient(settings.servicebus_namespace, credential, **options)

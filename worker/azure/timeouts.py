@@ -1,12 +1,16 @@
 """The guard around every Azure SDK call: our own deadline, and SDK errors as port errors.
 
 The SDKs retry on their own and can still hang (a half-open AMQP link, a stalled socket),
-so no call is awaited without `guarded` and a deadline. Whatever comes out is mapped here,
-in one place, to the errors the ports promise (`worker/ports/errors.py`):
+so no call is awaited without `guarded` and a deadline. Each SDK call is bounded by the
+SDK first (its `timeout`, the client's `try_timeout`); our deadline is a backstop set
+`BACKSTOP_SECONDS` beyond that bound, because cancelling an SDK coroutine can leave its AMQP
+link mid-frame. When it fires anyway (`DeadlineExceeded`) the adapter discards the SDK
+object the call ran on. Whatever comes out is mapped here, in one place, to the errors the
+ports promise (`worker/ports/errors.py`):
 
 - missing document, blob or message (404)                  -> NotFound
 - ETag mismatch (412), already exists (409), lost block list -> Conflict
-- message or session lock expired or taken                 -> LockLost
+- message or session lock expired or taken, message already settled -> LockLost
 - throttled (429), 408, 5xx, connection and read failures,
   our deadline, SDK operation timeouts, retryable Service Bus errors -> TransientError
 
@@ -27,6 +31,16 @@ from azure.servicebus import exceptions as sb_errors
 from worker.ports import Conflict, LockLost, NotFound, TransientError
 
 T = TypeVar("T")
+
+# How far past the SDK's own bound on a call our deadline lies: long enough that the SDK
+# times out first and cleans up after itself, short enough that a hung call is not waited
+# on for long.
+BACKSTOP_SECONDS = 5.0
+
+
+class DeadlineExceeded(TransientError):
+    """Our deadline, not the SDK's, ended the call: the SDK object it ran on may be
+    mid-frame and must not be used again."""
 
 _TRANSIENT_STATUS = frozenset({408, 429})
 _CONFLICT_STATUS = frozenset({409, 412})
@@ -57,6 +71,9 @@ def port_error(exc: BaseException) -> BaseException:
     if isinstance(exc, NotFound | Conflict | LockLost | TransientError):
         return exc
     if isinstance(exc, sb_errors.MessageLockLostError | sb_errors.SessionLockLostError):
+        return LockLost(_describe(exc))
+    if isinstance(exc, sb_errors.MessageAlreadySettled):
+        # A plain ValueError in the SDK: the delivery is no longer this holder's to settle.
         return LockLost(_describe(exc))
     if isinstance(exc, sb_errors.MessageNotFoundError):
         return NotFound(_describe(exc))
@@ -102,9 +119,16 @@ def _describe(exc: BaseException) -> str:
 
 
 async def guarded(operation: Awaitable[T], timeout: float) -> T:
-    """Await one SDK call within `timeout` seconds; its errors come out as port errors."""
+    """Await one SDK call within `timeout` seconds; its errors come out as port errors
+    (`DeadlineExceeded` when our deadline ended it)."""
+    deadline = asyncio.timeout(timeout)
     try:
-        return await asyncio.wait_for(operation, timeout)
+        async with deadline:
+            return await operation
+    except TimeoutError as exc:
+        if deadline.expired():
+            raise DeadlineExceeded(f"no answer within {timeout:g} s") from exc
+        raise TransientError(_describe(exc)) from exc
     except Exception as exc:
         mapped = port_error(exc)
         if mapped is exc:

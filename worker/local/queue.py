@@ -11,7 +11,8 @@ The rules, pinned by `tests/contracts/test_queue_contract.py`:
   expire after `lock_duration` unless renewed, so a killed worker's sessions come back.
 - When a session changes hands (closed, or its lock expired) the old message locks are
   cleared: `close` releases them, and a new holder's `accept_session` drops any left by a
-  crashed one. The delivery that held them still counts in `delivery_count`.
+  crashed one. As on Service Bus, a delivery released by `close` is not counted in
+  `delivery_count`; one whose lock expired is (docs/contract/delivery.md).
 - Lock expiry and scheduling read the injected clock; waiting up to `max_wait` uses real
   time (so tests with a fake clock pass `max_wait=0` and never sleep).
 """
@@ -28,7 +29,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from worker.local.database import Database, rfc3339
-from worker.ports import DeadLetteredMessage, LockLost, NotFound, QueueMessage, QueueStats
+from worker.ports import (
+    DeadLetteredMessage,
+    LockLost,
+    NotFound,
+    QueueMessage,
+    QueueStats,
+    checked_message_id,
+)
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -99,8 +107,10 @@ class LocalQueue:
         message_id: str | None = None,
         properties: Mapping[str, Any] | None = None,
     ) -> None:
-        """Enqueue one message on a session (message id defaults to a fresh uuid4 hex)."""
-        values = (message_id or uuid.uuid4().hex, session_id, bytes(body), dict(properties or {}))
+        """Enqueue one message on a session (message id defaults to a fresh uuid4 hex);
+        InvalidMessageId past MAX_MESSAGE_ID characters, as on Service Bus."""
+        message_id = checked_message_id(message_id) if message_id else uuid.uuid4().hex
+        values = (message_id, session_id, bytes(body), dict(properties or {}))
         await self._db.write(lambda c: _insert(c, *values, now=self._clock()))
 
     async def accept_session(self, max_wait: float) -> LocalSession | None:
@@ -317,7 +327,8 @@ class LocalSession:
     async def close(self) -> None:
         """Release the session lock and the locks of messages it still holds.
 
-        Released messages are deliverable at once (their delivery already counted).
+        Released messages are deliverable at once and their delivery is not counted
+        (Service Bus counts an expired lock or an abandon, not a closed session).
         A session already taken over by another holder is left alone.
         """
         self._held.clear()
@@ -328,7 +339,14 @@ class LocalSession:
                 (self.session_id, self._holder),
             )
             if cursor.rowcount:
-                # Whoever holds the session holds every lock in it: these are ours.
+                # Whoever holds the session holds every lock in it: these are ours. A lock
+                # still alive is released uncounted; one that lapsed keeps its count.
+                connection.execute(
+                    "UPDATE queue_messages SET delivery_count = delivery_count - 1"
+                    " WHERE state = 'active' AND session_id = ? AND lock_token IS NOT NULL"
+                    " AND locked_until > ?",
+                    (self.session_id, self._clock()),
+                )
                 connection.execute(
                     "UPDATE queue_messages SET lock_token = NULL, locked_until = NULL"
                     " WHERE state = 'active' AND session_id = ? AND lock_token IS NOT NULL",

@@ -22,20 +22,24 @@ from worker.ports.errors import Conflict, LockLost, NotFound, PortError, Transie
 from worker.ports.publisher import Publisher
 from worker.ports.queue import (
     FIRST_DELIVERY,
+    MAX_MESSAGE_ID,
     Consumer,
     DeadLetteredMessage,
     DeadLetterOperations,
+    InvalidMessageId,
     Queue,
     QueueInspection,
     QueueMessage,
     QueueStats,
     Sender,
     Session,
+    checked_message_id,
 )
 from worker.ports.stores import ConversationStore, Ledger
 
 __all__ = [
     "FIRST_DELIVERY",
+    "MAX_MESSAGE_ID",
     "Backend",
     "BlobInfo",
     "BlobUpload",
@@ -46,6 +50,7 @@ __all__ = [
     "DeadLetterOperations",
     "DeadLetteredMessage",
     "Effect",
+    "InvalidMessageId",
     "Ledger",
     "LockLost",
     "NotFound",
@@ -60,6 +65,7 @@ __all__ = [
     "Session",
     "TransientError",
     "UndeclaredPortCall",
+    "checked_message_id",
     "declared_calls",
     "port_call",
 ]

@@ -17,6 +17,22 @@ from worker.ports.calls import Effect, port_call
 # `QueueMessage.delivery_count` on a message's first delivery: the count includes the
 # delivery in hand, so the Nth delivery of a message says N. Every adapter converts to this.
 FIRST_DELIVERY = 1
+# The longest message id `Sender.send` takes (Service Bus's limit, kept by every adapter);
+# `worker/sending.py` derives a shorter one from a longer event id.
+MAX_MESSAGE_ID = 128
+
+
+class InvalidMessageId(ValueError):
+    """A message id longer than MAX_MESSAGE_ID was passed to `send`: a caller's bug."""
+
+
+def checked_message_id(message_id: str) -> str:
+    """`message_id` itself, or InvalidMessageId when no queue would take it."""
+    if len(message_id) > MAX_MESSAGE_ID:
+        raise InvalidMessageId(
+            f"a message id has at most {MAX_MESSAGE_ID} characters, not {len(message_id)}"
+        )
+    return message_id
 
 
 @dataclass(frozen=True)
@@ -91,7 +107,8 @@ class Session(Protocol):
 
     @port_call(Effect.RELEASE)
     async def close(self) -> None:
-        """Release the session so another holder may accept it."""
+        """Release the session so another holder may accept it; a message left unsettled
+        goes to the next holder without its delivery counted (as on Service Bus)."""
         ...
 
 
@@ -123,7 +140,7 @@ class Sender(Protocol):
         message_id: str | None = None,
         properties: Mapping[str, Any] | None = None,
     ) -> None:
-        """Enqueue one message on a session."""
+        """Enqueue one message on a session; InvalidMessageId past MAX_MESSAGE_ID characters."""
         ...
 
 

@@ -1,0 +1,161 @@
+"""The Service Bus adapter through the real SDK on the AMQP test broker: the defects a
+line-by-line reading of it against azure-servicebus 7.15 found, each pinned here
+(the port's own rules are the queue contract suite's, tests/contracts/)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+from azure_factories import isolated_settings
+
+from tests.servicebus_broker import ManualClock, QueueConfig, ServiceBusBroker
+from worker.azure.servicebus import AzureQueue
+from worker.ports import NotFound, TransientError
+
+pytestmark = pytest.mark.servicebus_broker
+
+QUEUE = "turns"
+LOCK_SECONDS = 30.0
+WAIT = 10.0
+
+
+@asynccontextmanager
+async def azure_queue(broker: ServiceBusBroker, **options: object) -> AsyncIterator[AzureQueue]:
+    """The adapter on the broker's queue, closed after."""
+    settings = isolated_settings(
+        servicebus_connection_string=broker.connection_string, queue_name=QUEUE
+    )
+    queue = AzureQueue(settings, **options)  # type: ignore[arg-type]
+    try:
+        yield queue
+    finally:
+        await queue.close()
+
+
+def on_broker(body: Callable[[ServiceBusBroker], Awaitable[None]], clock: ManualClock) -> None:
+    """Run `body` against a fresh broker holding one session queue."""
+    config = QueueConfig(QUEUE, requires_session=True, lock_duration=LOCK_SECONDS)
+    with ServiceBusBroker([config], clock=clock) as broker:
+        asyncio.run(body(broker))
+
+
+def test_an_empty_accept_returns_within_its_wait_not_after_sdk_retries() -> None:
+    # The service answers an accept with no session after the wait with a timeout the SDK
+    # retries 3 times (1.6 + 3.2 + 6.4 s of backoff): sessions are accepted on a client of
+    # their own with retry_total=0.
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            for wait in (0.5, 1.0):
+                started = time.monotonic()
+                assert await queue.accept_session(wait) is None
+                assert time.monotonic() - started < wait + 2.0
+
+    on_broker(body, ManualClock())
+
+
+def test_is_drained_leaves_no_session_browser_connection_open() -> None:
+    # A full first page of the session browser (100 sessions) leaves its iterator open,
+    # and with it an AMQP connection, unless the browsing client is closed.
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker, use_admin_counts=False) as queue:
+            for n in range(120):
+                await queue.send(b"x", f"conv-{n:03d}")
+            baseline = broker.open_connections()
+            for _ in range(3):
+                assert not await queue.is_drained()
+            assert broker.open_connections(expected=baseline) == baseline
+
+    on_broker(body, ManualClock())
+
+
+def new_session_id() -> str:
+    return f"conv-{uuid.uuid4().hex[:12]}"
+
+
+async def dead_letter_in_order(queue: AzureQueue, bodies: list[bytes]) -> list[int]:
+    """One message per session, dead-lettered in the order sent: their sequence numbers."""
+    for n, body in enumerate(bodies):
+        await queue.send(body, f"conv-{n}")
+    held = []
+    for _ in bodies:
+        session = await queue.accept_session(WAIT)
+        assert session is not None
+        message = await session.receive(WAIT)
+        assert message is not None
+        held.append((session, message))
+    return [await bury(session, message) for session, message in held]
+
+
+async def bury(session: object, message: object) -> int:
+    await session.dead_letter(message, "schema_invalid", "x")  # type: ignore[attr-defined]
+    await session.close()  # type: ignore[attr-defined]
+    return message.sequence_number  # type: ignore[attr-defined]
+
+
+def test_replaying_the_oldest_dead_letter_locks_no_other() -> None:
+    # The dead-letter sub-queue hands its messages out oldest first: replaying its head
+    # must not receive (lock, then abandon, so count up) the ones behind it.
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            first, *rest = await dead_letter_in_order(queue, [b"a", b"b", b"c"])
+            before = {d.sequence_number: d.delivery_count for d in await queue.dead_letters()}
+            await queue.replay(first)
+            after = {d.sequence_number: d.delivery_count for d in await queue.dead_letters()}
+            assert after == {n: before[n] for n in rest}
+
+    on_broker(body, ManualClock())
+
+
+def test_a_dead_letter_that_arrived_after_a_higher_sequence_number_is_found() -> None:
+    # Arrival order in the dead-letter sub-queue is not sequence order: passing a higher
+    # sequence number on the way does not mean the wanted one is gone.
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            for n in range(2):
+                await queue.send(b"x", f"conv-{n}")
+            older = await queue.accept_session(WAIT)
+            newer = await queue.accept_session(WAIT)
+            assert older is not None and newer is not None
+            low, high = await older.receive(WAIT), await newer.receive(WAIT)
+            assert low is not None and high is not None
+            assert low.sequence_number < high.sequence_number
+            await bury(newer, high)
+            await bury(older, low)
+            await queue.purge(low.sequence_number)
+            assert [d.sequence_number for d in await queue.dead_letters()] == [
+                high.sequence_number
+            ]
+
+    on_broker(body, ManualClock())
+
+
+def test_a_dead_letter_locked_by_another_receiver_is_busy_not_missing() -> None:
+    from azure.servicebus import ServiceBusSubQueue
+    from azure.servicebus.aio import ServiceBusClient
+
+    clock = ManualClock()
+
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            [only] = await dead_letter_in_order(queue, [b"a"])
+            async with ServiceBusClient.from_connection_string(
+                broker.connection_string, retry_total=0
+            ) as other:
+                receiver = other.get_queue_receiver(QUEUE, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+                async with receiver:
+                    [taken] = await receiver.receive_messages(1, max_wait_time=WAIT)
+                    assert taken.sequence_number == only
+                    with pytest.raises(TransientError, match="locked by another receiver"):
+                        await queue.purge(only)
+            clock.advance(LOCK_SECONDS + 1)  # the other receiver's lock lapses
+            await queue.purge(only)
+            assert await queue.dead_letters() == []
+            with pytest.raises(NotFound):
+                await queue.purge(only)
+
+    on_broker(body, clock)

@@ -1,0 +1,73 @@
+"""How the Service Bus adapter sets up the SDK: which client retries, what bounds each
+call, and a sender replaced after our deadline cut a send short. No broker needed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusMessage
+from azure_factories import isolated_settings
+
+from worker.azure.servicebus import AzureQueue, Sending
+from worker.ports import TransientError
+
+EMULATOR = (
+    "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=k;SharedAccessKey=a2V5;"
+    "UseDevelopmentEmulator=true"
+)
+
+
+def test_sessions_are_accepted_without_sdk_retries_and_everything_else_keeps_them() -> None:
+    # An accept that finds no session surfaces as a retryable timeout: on the sessions'
+    # client it is not retried (retry_total=0, a per-receiver value is refused by the SDK);
+    # the sender, the dead-letter receivers and the session browser keep the SDK's 3.
+    settings = isolated_settings(servicebus_connection_string=EMULATOR, sdk_timeout_seconds=12.0)
+
+    async def main() -> None:
+        queue = AzureQueue(settings)
+        try:
+            sessions, others = queue._sessions_client._config, queue._client._config
+            assert (sessions.retry_total, others.retry_total) == (0, 3)
+            # Every attempt, link acquisition included, is bounded by the SDK itself.
+            assert sessions.try_timeout == others.try_timeout == 12.0
+        finally:
+            await queue.close()
+
+    asyncio.run(main())
+
+
+class Sender:
+    """An SDK sender stand-in whose sends hang when told to."""
+
+    def __init__(self, hang: bool) -> None:
+        self.hang = hang
+        self.sent: list[Any] = []
+        self.closed = False
+
+    async def send_messages(self, message: Any, timeout: float) -> None:
+        if self.hang:
+            await asyncio.Event().wait()
+        self.sent.append(message)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_a_send_cut_short_by_our_deadline_replaces_the_sender() -> None:
+    # Cancelled mid-frame, a sender's link state is unknown: it is closed, never reused.
+    opened: list[Sender] = []
+
+    def open_sender() -> Any:
+        opened.append(Sender(hang=not opened))
+        return opened[-1]
+
+    async def main() -> None:
+        sending = Sending(open_sender, timeout=0.001, backstop=0.0)
+        with pytest.raises(TransientError):
+            await sending.send(ServiceBusMessage(b"first"))
+        await sending.send(ServiceBusMessage(b"again"))
+        assert len(opened) == 2 and opened[0].closed and len(opened[1].sent) == 1
+
+    asyncio.run(main())

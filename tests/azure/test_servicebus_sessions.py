@@ -1,0 +1,303 @@
+"""An accepted Service Bus session (worker/azure/sessions.py) against a stand-in receiver:
+one disposition per delivery, our deadline behind the SDK's, the per-message renewal cap,
+and delayed abandons parked off the worker's hands. The real SDK on the test broker runs
+the queue contract suite (tests/contracts/)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from azure.servicebus import exceptions as sb
+from azure.servicebus.aio import ServiceBusClient
+
+from worker.azure.sessions import (
+    SDK_SETTLE_OUTCOME_SECONDS,
+    AzureSession,
+    ParkedSessions,
+    SessionLimits,
+    settle_deadline,
+)
+from worker.call_retries import retried
+from worker.ports import FIRST_DELIVERY, LockLost, Session
+from worker.retry_policy import RetryPolicy
+
+EMULATOR = (
+    "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=k;SharedAccessKey=a2V5;"
+    "UseDevelopmentEmulator=true"
+)
+
+
+class Clock:
+    """Seconds that move only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Receiver:
+    """What AzureSession touches of an SDK session receiver, recording every call."""
+
+    def __init__(self, *bodies: bytes) -> None:
+        self.queue = [raw(n, body) for n, body in enumerate(bodies, start=1)]
+        self.calls: list[str] = []
+        self.fail: dict[str, BaseException] = {}
+        self.hang: set[str] = set()
+        self.answer_after: asyncio.Event | None = None
+        self.closed = asyncio.Event()
+        self.renewed: dict[int, asyncio.Event] = {}
+        self.session = SimpleNamespace(
+            session_id="conv-1", renew_lock=self._renew_lock, get_state=self._get_state
+        )
+
+    async def _do(self, name: str) -> None:
+        self.calls.append(name)
+        if name in self.hang:
+            await asyncio.Event().wait()
+        if self.answer_after is not None:
+            await self.answer_after.wait()
+        if name in self.fail:
+            raise self.fail.pop(name)
+
+    async def receive_messages(self, max_message_count: int, max_wait_time: float) -> list[Any]:
+        await self._do("receive")
+        return [self.queue.pop(0)] if self.queue else []
+
+    async def complete_message(self, message: Any) -> None:
+        await self._do("complete")
+
+    async def abandon_message(self, message: Any) -> None:
+        await self._do("abandon")
+        message.delivery_count += 1
+        self.queue.insert(0, message)
+
+    async def dead_letter_message(self, message: Any, **_: Any) -> None:
+        await self._do("dead_letter")
+
+    async def _renew_lock(self, timeout: float) -> None:
+        await self._do("renew")
+        self.renewed.setdefault(self.calls.count("renew"), asyncio.Event()).set()
+
+    async def renewals(self, count: int) -> None:
+        await self.renewed.setdefault(count, asyncio.Event()).wait()
+
+    async def _get_state(self, timeout: float) -> None:
+        await self._do("get_state")
+
+    async def close(self) -> None:
+        self.calls.append("close")
+        self.closed.set()
+
+
+def raw(sequence_number: int, body: bytes) -> Any:
+    return SimpleNamespace(
+        sequence_number=sequence_number,
+        message_id=f"m-{sequence_number}",
+        session_id="conv-1",
+        body=body,
+        delivery_count=0,
+        enqueued_time_utc=datetime(2026, 1, 1, tzinfo=UTC),
+        application_properties={},
+    )
+
+
+def session_on(
+    receiver: Receiver,
+    clock: Clock | None = None,
+    *,
+    timeout: float = 1.0,
+    backstop: float = 5.0,
+    max_renewal: float = 3600.0,
+    parked: list[AzureSession] | None = None,
+) -> AzureSession:
+    limits = SessionLimits(
+        timeout=timeout,
+        max_renewal=max_renewal,
+        max_abandon_delay=60.0,
+        clock=clock or Clock(),
+        backstop=backstop,
+    )
+    park = (parked if parked is not None else []).append
+    return AzureSession(receiver, limits, park)  # type: ignore[arg-type]
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_the_sdks_delivery_count_is_converted_to_the_ports_first_delivery() -> None:
+    async def main() -> None:
+        receiver = Receiver(b"work")
+        session = session_on(receiver)
+        first = await session.receive(0)
+        assert first is not None and first.delivery_count == FIRST_DELIVERY
+        await session.abandon(first)
+        again = await session.receive(0)
+        assert again is not None and again.delivery_count == FIRST_DELIVERY + 1
+
+    run(main())
+
+
+def test_a_settlement_that_failed_is_not_sent_again_by_the_call_retries() -> None:
+    # The SDK has already recovered what it could (outcome wait, management-link
+    # re-settlement): a second disposition for the same delivery is never sent.
+    async def main() -> None:
+        receiver = Receiver(b"work")
+        session = retried(session_on(receiver), RetryPolicy.no_waiting(call_attempts=4), Session)
+        message = await session.receive(0)
+        assert message is not None
+        receiver.fail["complete"] = sb.ServiceBusConnectionError(message="link detached")
+        with pytest.raises(LockLost):
+            await session.complete(message)
+        assert receiver.calls.count("complete") == 1
+
+    run(main())
+
+
+def test_a_settlement_slower_than_the_sdk_timeout_is_not_cut_by_our_deadline() -> None:
+    # 7.15 waits up to 60 s for the outcome, then settles again over the management link
+    # (bounded by try_timeout): our deadline must lie past both.
+    async def main() -> None:
+        receiver = Receiver(b"work")
+        session = session_on(receiver, timeout=0.001)
+        message = await session.receive(0)
+        assert message is not None
+        receiver.answer_after = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.05, receiver.answer_after.set)
+        await session.complete(message)
+        assert receiver.calls[-1] == "complete"
+
+    run(main())
+
+
+def test_our_settle_deadline_outlasts_the_sdks_settlement_recovery() -> None:
+    # Pins the SDK's figures this adapter relies on: the outcome wait is the receiver's
+    # `timeout` configuration, the management-link re-settlement is bounded by try_timeout.
+    client = ServiceBusClient.from_connection_string(EMULATOR, try_timeout=30.0)
+    receiver = client.get_queue_receiver("q", session_id="conv-1")
+    config = receiver._config
+    assert config.timeout == SDK_SETTLE_OUTCOME_SECONDS
+    assert settle_deadline(30.0) > config.timeout + config.try_timeout
+
+
+def test_a_call_cut_by_our_deadline_gives_the_session_up() -> None:
+    async def main() -> None:
+        receiver = Receiver(b"work")
+        session = session_on(receiver, timeout=0.001, backstop=0.0)
+        receiver.hang.add("receive")
+        with pytest.raises(LockLost):
+            await session.receive(0)
+        calls = len(receiver.calls)
+        with pytest.raises(LockLost):
+            await session.renew_lock()  # the receiver may be mid-frame: not used again
+        assert len(receiver.calls) == calls
+
+    run(main())
+
+
+def test_lock_renewal_is_capped_per_message_not_from_the_session_accept() -> None:
+    async def main() -> None:
+        clock = Clock()
+        receiver = Receiver(b"first", b"second")
+        session = session_on(receiver, clock, max_renewal=100.0)
+        clock.now += 500  # the session was held idle for long: no message counts yet
+        await session.renew_lock()
+        first = await session.receive(0)
+        assert first is not None
+        clock.now += 99
+        await session.renew_lock()
+        clock.now += 2
+        with pytest.raises(LockLost, match="maximum lock renewal"):
+            await session.renew_lock()
+        await session.complete(first)
+        second = await session.receive(0)
+        assert second is not None
+        clock.now += 50
+        await session.renew_lock()  # 50 s into the second message
+        assert receiver.calls.count("renew") == 3
+
+    run(main())
+
+
+def test_a_delayed_abandon_parks_the_delivery_without_any_call() -> None:
+    async def main() -> None:
+        clock = Clock()
+        receiver = Receiver(b"first", b"second")
+        parked: list[AzureSession] = []
+        session = session_on(receiver, clock, parked=parked)
+        message = await session.receive(0)
+        assert message is not None
+        calls = list(receiver.calls)
+        await session.abandon(message, delay=20.0)
+        assert receiver.calls == calls  # nothing sent: nothing a retry could repeat
+        assert await session.receive(0) is None  # held back, the session still checked
+        await session.close()
+        assert parked == [session] and "close" not in receiver.calls
+        clock.now += 21
+        assert await session.receive(0) is not None  # due: abandoned, then received again
+        assert receiver.calls.count("abandon") == 1
+
+    run(main())
+
+
+def test_parked_sessions_are_released_when_due_and_at_once_when_the_queue_closes() -> None:
+    async def main() -> None:
+        clock = Clock()
+        lot = ParkedSessions(renew_every=3600.0, poll=0.001)
+        due_soon, due_late = Receiver(b"a"), Receiver(b"b")
+        for receiver, delay in ((due_soon, 5.0), (due_late, 50.0)):
+            session = session_on(receiver, clock)
+            message = await session.receive(0)
+            assert message is not None
+            await session.abandon(message, delay)
+            lot.park(session)
+        clock.now += 6
+        await asyncio.wait_for(due_soon.closed.wait(), 5.0)
+        assert due_soon.calls[-2:] == ["abandon", "close"]
+        assert "abandon" not in due_late.calls
+        await lot.close()  # SIGTERM: the rest of the delay is not waited out
+        assert due_late.calls[-2:] == ["abandon", "close"] and len(lot) == 0
+
+    run(main())
+
+
+def test_a_parked_session_keeps_its_lock_renewed() -> None:
+    async def main() -> None:
+        clock = Clock()
+        lot = ParkedSessions(renew_every=0.01, poll=0.001)
+        receiver = Receiver(b"a")
+        session = session_on(receiver, clock)
+        message = await session.receive(0)
+        assert message is not None
+        await session.abandon(message, 30.0)
+        lot.park(session)
+        await asyncio.wait_for(receiver.renewals(2), 5.0)
+        assert "abandon" not in receiver.calls
+        await lot.close()
+
+    run(main())
+
+
+def test_a_receive_waits_for_a_parked_delivery_falling_due_within_its_wait() -> None:
+    async def main() -> None:
+        clock = Clock()
+        receiver = Receiver(b"retry me")
+        session = session_on(receiver, clock)
+        message = await session.receive(0)
+        assert message is not None
+        await session.abandon(message, delay=20.0)
+
+        def time_passes() -> None:
+            clock.now += 20
+
+        asyncio.get_running_loop().call_later(0.05, time_passes)
+        again = await session.receive(max_wait=5.0)
+        assert again is not None and again.delivery_count == message.delivery_count + 1
+
+    run(main())

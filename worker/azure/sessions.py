@@ -1,0 +1,288 @@
+"""One accepted Service Bus session, and the sessions parked until a delayed abandon is due.
+
+A session holds at most one delivery unsettled (the port hands out one message of a
+session at a time). Three rules come from how azure-servicebus 7.15 settles and times out:
+
+- A delivery gets one disposition. The SDK waits up to `SDK_SETTLE_OUTCOME_SECONDS` for the
+  service to confirm it, then settles again over the management link itself; whatever
+  happens after that, the delivery is forgotten here, so a repeat of the call (the call
+  retries repeat `IDEMPOTENT` calls) raises LockLost instead of sending a second one.
+- Our deadline on a call lies past the SDK's own bound (`worker/azure/timeouts.py`). When
+  it fires anyway the receiver may be mid-frame: the session is given up (LockLost) and
+  the receiver only closed.
+- Lock renewal is capped per message: a delivery held longer than `max_renewal` seconds is
+  not renewed again (LockLost), so a turn stuck for good lets its message go; the runtime
+  then cancels the turn. Accepting the session does not start that count.
+
+Service Bus has no delayed abandon. `abandon(message, delay)` parks the delivery instead:
+the session stays held (its lock renewed, its later messages held back, so the
+conversation's order is kept) while the worker goes on with other sessions, and the
+message is abandoned when the delay is over, or at once when the queue closes (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from azure.servicebus import ServiceBusReceivedMessage
+from azure.servicebus.aio import ServiceBusReceiver
+
+from worker.azure.messages import to_queue_message
+from worker.azure.timeouts import BACKSTOP_SECONDS, DeadlineExceeded, guarded
+from worker.logs import get_logger
+from worker.ports import LockLost, PortError, QueueMessage
+
+T = TypeVar("T")
+Clock = Callable[[], float]
+
+# How long azure-servicebus 7.15 waits for the service to confirm a disposition sent on the
+# receiver link (its `timeout` configuration, 60 s, passed as the outcome timeout) before it
+# settles again over the management link, which the client's `try_timeout` bounds.
+SDK_SETTLE_OUTCOME_SECONDS = 60.0
+MIN_WAIT_SECONDS = 0.05
+# How often a parked session looks at the clock (a test's clock may be moved by hand).
+PARK_POLL_SECONDS = 0.1
+
+log = get_logger()
+
+
+def settle_deadline(sdk_timeout: float, backstop: float = BACKSTOP_SECONDS) -> float:
+    """Seconds a settlement may take before our deadline ends it: the SDK's outcome wait,
+    then its re-settlement over the management link (bounded by `sdk_timeout`)."""
+    return SDK_SETTLE_OUTCOME_SECONDS + sdk_timeout + backstop
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """What every session of a queue is bounded by."""
+
+    timeout: float  # the SDK's bound on one call (SDK_TIMEOUT_SECONDS, the client's try_timeout)
+    max_renewal: float  # seconds one delivery's lock is renewed at most
+    max_abandon_delay: float  # the longest delayed abandon honoured
+    clock: Clock  # seconds; what delays and the renewal cap are measured on
+    backstop: float = BACKSTOP_SECONDS  # our deadline past the SDK's bound
+
+
+@dataclass
+class _Held:
+    """The delivery a session holds unsettled."""
+
+    message: QueueMessage
+    raw: ServiceBusReceivedMessage
+    received_at: float
+    due: float | None = None  # parked by a delayed abandon: released at this time
+
+
+class AzureSession:
+    """One accepted session: its receiver and the one delivery it holds unsettled."""
+
+    def __init__(
+        self,
+        receiver: ServiceBusReceiver,
+        limits: SessionLimits,
+        park: Callable[[AzureSession], None],
+    ) -> None:
+        self._receiver = receiver
+        self._limits = limits
+        self._park = park
+        self._held: _Held | None = None
+        # Our deadline cut a call short: the receiver may be mid-frame and is not used again.
+        self._given_up = False
+        self.session_id: str = receiver.session.session_id
+
+    async def receive(self, max_wait: float) -> QueueMessage | None:
+        """The session's next message, peek-locked; None when none came in `max_wait`.
+
+        A parked delivery that falls due within `max_wait` is abandoned, then received
+        again. While a delivery is unsettled the answer is None (one message of a session in
+        flight), once the service has confirmed that the session lock is still ours: only
+        a renewal asks it that (a receive would lock the session's next message), so the
+        lock is extended on the way, as the runtime's renewals do.
+        """
+        held = self._held
+        if held is not None and held.due is not None and await self._due_within(max_wait):
+            await self._settle(held.message, self._receiver.abandon_message)
+            held = None
+        if held is not None:
+            await self.renew_lock()
+            return None
+        timeout = self._limits.timeout
+        wait = max(max_wait, MIN_WAIT_SECONDS)
+        received: list[ServiceBusReceivedMessage] = await self._call(
+            lambda: self._receiver.receive_messages(max_message_count=1, max_wait_time=wait),
+            wait + timeout,
+        )
+        if not received:
+            return None
+        message = to_queue_message(received[0])
+        self._held = _Held(message, received[0], self._limits.clock())
+        return message
+
+    async def complete(self, message: QueueMessage) -> None:
+        """Remove the message: its work is done."""
+        await self._settle(message, self._receiver.complete_message)
+
+    async def abandon(self, message: QueueMessage, delay: float = 0.0) -> None:
+        """Release the message's lock now, or park it for `delay` seconds (bounded): the
+        session stays held meanwhile and the message is abandoned when the delay is over."""
+        held = self._holding(message)
+        if delay <= 0:
+            await self._settle(message, self._receiver.abandon_message)
+            return
+        held.due = self._limits.clock() + min(delay, self._limits.max_abandon_delay)
+
+    async def dead_letter(self, message: QueueMessage, reason: str, description: str) -> None:
+        """Move the message to the dead-letter sub-queue with a reason and a description."""
+
+        async def move(raw: ServiceBusReceivedMessage) -> None:
+            await self._receiver.dead_letter_message(
+                raw, reason=reason, error_description=description
+            )
+
+        await self._settle(message, move)
+
+    async def renew_lock(self) -> None:
+        """Extend the session lock (which covers the session's messages); LockLost once the
+        delivery held has been renewed for `max_renewal` seconds."""
+        held = self._held
+        if held is not None and held.due is None:
+            held_for = self._limits.clock() - held.received_at
+            if held_for >= self._limits.max_renewal:
+                raise LockLost(
+                    f"message {held.message.sequence_number} held {held_for:.0f} s, past the"
+                    f" maximum lock renewal of {self._limits.max_renewal:g} s: its lock lapses"
+                )
+        await self._renew()
+
+    async def close(self) -> None:
+        """Release the session (an unsettled message goes to the next holder uncounted); a
+        parked one is handed to the queue, which keeps the session until the delay is over."""
+        if self.parked and not self.due:
+            self._park(self)
+            return
+        await self.release()
+
+    # ---- used by ParkedSessions ------------------------------------------------------
+    @property
+    def parked(self) -> bool:
+        """Whether the delivery held waits out a delayed abandon."""
+        return self._held is not None and self._held.due is not None and not self._given_up
+
+    @property
+    def due(self) -> bool:
+        """Whether a parked delivery's delay is over."""
+        held = self._held
+        return held is not None and held.due is not None and self._limits.clock() >= held.due
+
+    async def renew_parked(self) -> None:
+        """Keep a parked session's lock (the per-message cap does not apply: the delay is
+        bounded by `max_abandon_delay`)."""
+        await self._renew()
+
+    async def release(self) -> None:
+        """Abandon a parked delivery now, then close the receiver."""
+        try:
+            if self.parked:
+                assert self._held is not None
+                with contextlib.suppress(PortError):  # lost meanwhile: its lock lapses
+                    await self._settle(self._held.message, self._receiver.abandon_message)
+        finally:
+            self._held = None
+            await close_quietly(self._receiver, self._limits.timeout)
+
+    # ---- internals -------------------------------------------------------------------
+    async def _due_within(self, max_wait: float) -> bool:
+        """Wait (at most `max_wait` real seconds) for the parked delivery to fall due."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + max(max_wait, 0.0)
+        while not self.due and loop.time() < until:
+            await asyncio.sleep(min(PARK_POLL_SECONDS, until - loop.time()))
+        return self.due
+
+    async def _renew(self) -> None:
+        timeout = self._limits.timeout
+        await self._call(lambda: self._receiver.session.renew_lock(timeout=timeout), timeout)
+
+    def _holding(self, message: QueueMessage) -> _Held:
+        """The held delivery of `message`: LockLost for a settled, stale or foreign one."""
+        held = self._held
+        if held is None or held.message is not message:
+            raise LockLost(f"message {message.sequence_number} is not held by this session")
+        return held
+
+    async def _settle(
+        self,
+        message: QueueMessage,
+        settle: Callable[[ServiceBusReceivedMessage], Awaitable[None]],
+    ) -> None:
+        """Send the delivery's one disposition; it is forgotten whatever the outcome."""
+        raw = self._holding(message).raw
+        self._held = None
+        await self._call(lambda: settle(raw), SDK_SETTLE_OUTCOME_SECONDS + self._limits.timeout)
+
+    async def _call(self, operation: Callable[[], Awaitable[T]], sdk_bound: float) -> T:
+        """One SDK call on the receiver, within the SDK's bound plus the backstop."""
+        if self._given_up:
+            raise LockLost(f"session {self.session_id!r} was given up after a call hung")
+        try:
+            return await guarded(operation(), sdk_bound + self._limits.backstop)
+        except DeadlineExceeded as exc:
+            self._given_up = True
+            self._held = None
+            raise LockLost(f"session {self.session_id!r} given up: {exc}") from exc
+
+
+class ParkedSessions:
+    """Sessions whose delivery waits out a delayed abandon, held off the workers' hands:
+    each lock renewed every `renew_every` seconds, each delivery abandoned when due, all of
+    them at once when the queue closes."""
+
+    def __init__(self, renew_every: float, poll: float = PARK_POLL_SECONDS) -> None:
+        self._renew_every = renew_every
+        self._poll = poll
+        self._closing = asyncio.Event()
+        self._holding: set[asyncio.Task[None]] = set()
+
+    def park(self, session: AzureSession) -> None:
+        """Hold `session` until its delivery is due (or the queue closes)."""
+        task = asyncio.get_running_loop().create_task(self._hold(session))
+        self._holding.add(task)
+        task.add_done_callback(self._holding.discard)
+
+    def __len__(self) -> int:
+        return len(self._holding)
+
+    async def close(self) -> None:
+        """Abandon every parked delivery now and close their receivers."""
+        self._closing.set()
+        if self._holding:
+            await asyncio.gather(*self._holding, return_exceptions=True)
+
+    async def _hold(self, session: AzureSession) -> None:
+        loop = asyncio.get_running_loop()
+        next_renewal = loop.time() + self._renew_every
+        try:
+            while not self._closing.is_set() and not session.due:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), self._poll)
+                if loop.time() >= next_renewal and not self._closing.is_set():
+                    await session.renew_parked()
+                    next_renewal = loop.time() + self._renew_every
+        except PortError as exc:
+            log.warning(
+                "parked_session_renewal_failed",
+                session_id=session.session_id,
+                error=type(exc).__name__,
+            )
+        finally:
+            await session.release()
+
+
+async def close_quietly(closable: Any, timeout: float) -> None:
+    """Close an SDK handler, bounded; a failure to close changes nothing for the caller."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(closable.close(), timeout + BACKSTOP_SECONDS)
