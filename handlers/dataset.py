@@ -15,11 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from handlers.digest_set import DigestSet
 from handlers.excerpt import TableMatcher, is_excerpt
 from handlers.rows import Row, clean_row, extract_rows, is_truncated
 from handlers.selection import ResultRef, Selection, choose_actions, source_column_name
@@ -34,7 +34,7 @@ class _Group:
     first_order: int  # call order of the group's first call: groups sort by it
     rows: int = 0
     columns: dict[str, None] = field(default_factory=dict)  # an ordered set
-    earlier_pages: list[array[int]] = field(default_factory=list)  # sorted digests per page
+    earlier: DigestSet = field(default_factory=DigestSet)  # digests of earlier pages' rows
     artifacts: list[str] = field(default_factory=list)
     truncated: bool = False
     matched: set[int] = field(default_factory=set)  # indexes of reply-table rows seen
@@ -96,7 +96,7 @@ class RowCollector:
             for raw in extract_rows(result):
                 row = clean_row(raw)
                 digest = _digest(row)
-                if _seen(group.earlier_pages, digest):
+                if digest in group.earlier:
                     continue
                 if not page and artifact is not None and artifact not in group.artifacts:
                     group.artifacts.append(artifact)
@@ -107,19 +107,8 @@ class RowCollector:
                     group.matched |= self._matcher.matches(row, group.matched)
                 yield row
         finally:
-            # Repeats inside this page were kept, so its digests only guard later pages. A
-            # sorted array of 8-byte digests costs 8 bytes a row, where a set cost ~100.
-            if page:
-                group.earlier_pages.append(array("Q", sorted(page)))
-
-
-def _seen(pages: list[array[int]], digest: int) -> bool:
-    """Whether a digest is in any earlier page's sorted digests."""
-    for digests in pages:
-        at = bisect_left(digests, digest)
-        if at < len(digests) and digests[at] == digest:
-            return True
-    return False
+            # Repeats inside this page were kept, so its digests only guard later pages.
+            group.earlier.add_all(page)
 
 
 def finish_row(row: Row, action: str, selection: Selection) -> Row:
