@@ -12,8 +12,6 @@ actions' rows, each through `finish_row`.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ from typing import Any
 
 from handlers.digest_set import DigestSet
 from handlers.excerpt import TableMatcher, is_excerpt
+from handlers.row_digest import row_digest
 from handlers.rows import Row, clean_row, extract_rows, is_truncated
 from handlers.selection import ResultRef, Selection, choose_actions, source_column_name
 from handlers.tables import Table
@@ -95,7 +94,7 @@ class RowCollector:
         try:
             for raw in extract_rows(result):
                 row = clean_row(raw)
-                digest = _digest(row)
+                digest = row_digest(row)
                 if digest in group.earlier:
                     continue
                 if not page and artifact is not None and artifact not in group.artifacts:
@@ -117,8 +116,3 @@ def finish_row(row: Row, action: str, selection: Selection) -> Row:
         return row
     return {**row, selection.source_column: action}
 
-
-def _digest(row: Row) -> int:
-    """A 64-bit fingerprint of a row's canonical JSON: repeats are found without keeping rows."""
-    text = json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
