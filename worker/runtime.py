@@ -1,8 +1,9 @@
 """The worker runtime: receive, lock, settle, retry, dead-letter, shut down.
 
 N session workers share one queue. Each accepts the next available session (one holder at a
-time, FIFO inside it), serves it until it goes idle, then releases it. Each message's fate is
-decided from the handler's outcome by `worker/settlement.py` and performed here.
+time, FIFO inside it), serves what is queued on it, then releases it at once: a session with
+nothing to deliver is never held while another conversation's turn waits. Each message's
+fate is decided from the handler's outcome by `worker/settlement.py` and performed here.
 SIGTERM/SIGINT stop taking sessions; work in flight gets the grace period, then is
 abandoned (redelivered later).
 """
@@ -129,12 +130,17 @@ class Runtime:
             # The session lock is renewed for as long as the session is held, not only while
             # a message is handled: receiving does not extend it (Service Bus semantics).
             renewer = asyncio.create_task(self._renew(session))
+            # The first receive waits for the head that made the session available; after
+            # a settled message the session is released at once unless its next message is
+            # already queued (a later one makes the session available again).
+            wait = self.session_idle
             try:
                 while not self._stopping.is_set():
-                    message = await session.receive(self.session_idle)
+                    message = await session.receive(wait)
                     if message is None:
                         return
                     await self._process(session, message)
+                    wait = 0.0
             except LockLost:
                 self.stats.lock_lost += 1
                 self._log.warning("session_lock_lost")
