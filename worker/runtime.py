@@ -26,6 +26,9 @@ from worker.retry_policy import RetryPolicy
 from worker.settlement import Abandon, Complete, DeadLetter, settle, where_raised
 
 ACCEPT_WAIT_SECONDS = 1.0
+# While draining, how long a worker that found no session pauses before it looks again
+# (something is still in flight, locked or scheduled for later).
+DRAIN_POLL_SECONDS = 0.05
 
 
 @dataclass
@@ -100,7 +103,8 @@ class Runtime:
     async def _serve(self, drain: bool) -> None:
         while not self._stopping.is_set():
             try:
-                session = await self.queue.accept_session(ACCEPT_WAIT_SECONDS)
+                # Draining, a worker asks whether the queue is empty before it waits at all.
+                session = await self.queue.accept_session(0.0 if drain else ACCEPT_WAIT_SECONDS)
             except PortError as exc:
                 self._log.warning("session_accept_failed", error=type(exc).__name__)
                 await self._pause(1.0)
@@ -108,6 +112,8 @@ class Runtime:
             if session is None:
                 if drain and self._in_flight == 0 and await self.queue.is_drained():
                     self.stop()
+                elif drain:
+                    await self._pause(DRAIN_POLL_SECONDS)
                 continue
             self._in_flight += 1
             try:

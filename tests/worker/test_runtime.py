@@ -235,3 +235,13 @@ def test_a_session_is_released_at_once_when_nothing_more_is_queued_on_it(tmp_pat
     for session_id, wait in queue.receive_waits:
         waits.setdefault(session_id, []).append(wait)
     assert waits == {"a": [600, 0.0, 0.0], "b": [600, 0.0], "c": [600, 0.0]}
+
+
+def test_drain_asks_whether_the_queue_is_empty_before_it_waits_for_a_session(
+    tmp_path: Path,
+) -> None:
+    queue, handled = spied_drain(tmp_path, [(b"x", "s")])
+    assert handled == [b"x"]
+    assert queue.accept_waits and all(wait == 0.0 for wait in queue.accept_waits)
+    empty, nothing = spied_drain(tmp_path / "empty", [])
+    assert nothing == [] and empty.accept_waits == [0.0]
