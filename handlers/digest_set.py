@@ -44,6 +44,25 @@ class DigestSet:
                 return False
             at = (at + 1) & mask
 
+    def absent(self, digests: Sequence[int]) -> list[int]:
+        """The positions in `digests` of those not in the set, in order."""
+        slots, mask, zero = self._slots, self._mask, self._zero
+        found = []
+        for position, digest in enumerate(digests):
+            # __contains__ inlined: a page asks this once per row.
+            if not digest:
+                if not zero:
+                    found.append(position)
+                continue
+            at = digest & mask
+            held = slots[at]
+            while held != digest and held != _EMPTY:
+                at = (at + 1) & mask
+                held = slots[at]
+            if held != digest:
+                found.append(position)
+        return found
+
     def add_all(self, digests: Sequence[int]) -> None:
         """Add digests (a repeat is added once)."""
         if (self._count + len(digests)) * 2 > len(self._slots):
