@@ -5,23 +5,24 @@ The contract: docs/contract/decision.md steps 6 and 7.
 The shell feeds every fetched result (one page each) in call order and passes the rows on;
 nothing here keeps a row. Per action it keeps a count, the columns, a truncation flag,
 the digests of earlier pages' rows (for de-duplication) and which rows of the reply
-table were seen. After the last page, `select` applies dominance and `table_is_excerpt`
-the excerpt test. The shell spools the rows it is handed per action and writes the selected
-actions' rows, each through `finish_row`.
+table were seen. A page is taken whole (it is parsed whole anyway): cleaning, digests and
+the de-duplication run over the page's rows in bulk, in C where the rows allow it. After
+the last page, `select` applies dominance and `table_is_excerpt` the excerpt test. The
+shell spools the rows it is handed per action and writes the selected actions' rows, each
+through `finish_row`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from array import array
-from bisect import bisect_left
-from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
+from handlers.digest_set import DigestSet
 from handlers.excerpt import TableMatcher, is_excerpt
-from handlers.rows import Row, clean_row, extract_rows, is_truncated
+from handlers.row_digest import row_digests
+from handlers.rows import Row, RowCleaner, locate_rows, says_truncated
 from handlers.selection import ResultRef, Selection, choose_actions, source_column_name
 from handlers.tables import Table
 
@@ -34,7 +35,10 @@ class _Group:
     first_order: int  # call order of the group's first call: groups sort by it
     rows: int = 0
     columns: dict[str, None] = field(default_factory=dict)  # an ordered set
-    earlier_pages: list[array[int]] = field(default_factory=list)  # sorted digests per page
+    earlier: DigestSet = field(default_factory=DigestSet)  # digests of earlier pages' rows
+    # The last page's digests, added to `earlier` only when another page comes: a group's
+    # last page (most groups have one) never pays for the table.
+    last_page: array[int] = field(default_factory=lambda: array("Q"))
     artifacts: list[str] = field(default_factory=list)
     truncated: bool = False
     matched: set[int] = field(default_factory=set)  # indexes of reply-table rows seen
@@ -46,13 +50,15 @@ class RowCollector:
     def __init__(self, table: Table | None = None) -> None:
         self._matcher = TableMatcher(table) if table is not None else None
         self._groups: dict[str, _Group] = {}
+        self._cleaner = RowCleaner()
 
-    def feed(self, ref: ResultRef, result: Any) -> Iterator[Row]:
+    def feed(self, ref: ResultRef, result: Any) -> list[Row]:
         """The cleaned rows of one result (a page), minus repeats of the action's earlier pages."""
         group = self._groups.setdefault(ref.action, _Group(ref.action, ref.order))
         group.first_order = min(group.first_order, ref.order)
-        group.truncated = group.truncated or is_truncated(result)
-        return self._page(group, ref.artifact, result)
+        source = locate_rows(result)
+        group.truncated = group.truncated or says_truncated(source)
+        return self._page(group, ref.artifact, self._cleaner.rows(source))
 
     def select(self) -> Selection:
         """The groups to export, decided after every result was fed."""
@@ -89,37 +95,31 @@ class RowCollector:
             matched |= group.matched
         return is_excerpt(self._matcher.table, columns, selection.row_count, matched)
 
-    def _page(self, group: _Group, artifact: str | None, result: Any) -> Iterator[Row]:
-        """The page's rows, recorded as they pass; its digests join the group's once it ends."""
-        page = array("Q")
-        try:
-            for raw in extract_rows(result):
-                row = clean_row(raw)
-                digest = _digest(row)
-                if _seen(group.earlier_pages, digest):
-                    continue
-                if not page and artifact is not None and artifact not in group.artifacts:
-                    group.artifacts.append(artifact)
-                page.append(digest)
-                group.rows += 1
-                group.columns.update(dict.fromkeys(row))
-                if self._matcher is not None and len(group.matched) < len(self._matcher.table.rows):
-                    group.matched |= self._matcher.matches(row, group.matched)
-                yield row
-        finally:
-            # Repeats inside this page were kept, so its digests only guard later pages. A
-            # sorted array of 8-byte digests costs 8 bytes a row, where a set cost ~100.
-            if page:
-                group.earlier_pages.append(array("Q", sorted(page)))
-
-
-def _seen(pages: list[array[int]], digest: int) -> bool:
-    """Whether a digest is in any earlier page's sorted digests."""
-    for digests in pages:
-        at = bisect_left(digests, digest)
-        if at < len(digests) and digests[at] == digest:
-            return True
-    return False
+    def _page(self, group: _Group, artifact: str | None, rows: list[Row]) -> list[Row]:
+        """The page's rows not in an earlier page of the group, recorded; repeats inside the
+        page are kept, so its digests only guard later pages."""
+        digests = row_digests(rows)
+        if group.last_page:
+            group.earlier.add_all(group.last_page)
+        if len(group.earlier):
+            fresh = group.earlier.absent(digests)
+            if len(fresh) < len(rows):
+                rows = [rows[at] for at in fresh]
+                digests = [digests[at] for at in fresh]
+        group.last_page = array("Q", digests)
+        if not rows:
+            return rows
+        if artifact is not None and artifact not in group.artifacts:
+            group.artifacts.append(artifact)
+        group.rows += len(rows)
+        group.columns.update(dict.fromkeys(chain.from_iterable(rows)))  # first-seen order
+        matcher = self._matcher
+        if matcher is not None:
+            for row in rows:
+                if len(group.matched) >= len(matcher.table.rows):
+                    break
+                group.matched |= matcher.matches(row, group.matched)
+        return rows
 
 
 def finish_row(row: Row, action: str, selection: Selection) -> Row:
@@ -128,8 +128,3 @@ def finish_row(row: Row, action: str, selection: Selection) -> Row:
         return row
     return {**row, selection.source_column: action}
 
-
-def _digest(row: Row) -> int:
-    """A 64-bit fingerprint of a row's canonical JSON: repeats are found without keeping rows."""
-    text = json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import chain
+from typing import Any, Final
 
 Row = dict[str, Any]
 
@@ -52,6 +53,11 @@ SECRET_PARTS: tuple[str, ...] = (
 )
 # The result itself is level 1; a dict reached at this level is a row, not an envelope.
 MAX_LEVEL = 4
+# Values with nothing inside them: a row holding only these has no secret below its keys.
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+# Past this many distinct keys found clean, new keys are checked row by row (rows keyed by
+# ids or timestamps would otherwise grow the cache without end).
+_CLEAN_KEYS_LIMIT: Final = 4096
 
 
 def normalize_key(key: object) -> str:
@@ -102,6 +108,59 @@ def clean_row(row: Row) -> Row:
     return {k: _clean(v) for k, v in row.items() if not is_secret_key(k)}
 
 
+class RowCleaner:
+    """The rows of one page after another, each as `clean_row(extracted row)` gives it, but a
+    page at a time: a page of flat rows (dicts of scalars) whose keys were all found clean
+    before is taken as it is, checked in C; every other row is cleaned on its own."""
+
+    def __init__(self) -> None:
+        self._clean_keys: set[str] = set()  # keys already found not to name a secret
+
+    def rows(self, source: RowSource) -> list[Row]:
+        """The cleaned rows of a located result, in order (extract_rows, then clean_row)."""
+        if source.row is not None:
+            return [clean_row(source.row)]
+        items = source.items
+        if not items:
+            return []
+        if self._flat_and_clean(items):
+            return list(items)  # nothing to remove: the parsed rows themselves, not copies
+        return [self._row(item) for item in items]
+
+    def _flat_and_clean(self, items: Sequence[Any]) -> bool:
+        if set(map(type, items)) != {dict}:
+            return False
+        if not _SCALARS.issuperset(map(type, chain.from_iterable(map(dict.values, items)))):
+            return False
+        if self._clean_keys.issuperset(chain.from_iterable(items)):
+            return True
+        keys = set(chain.from_iterable(items))
+        return self._learn(keys) and keys <= self._clean_keys
+
+    def _row(self, item: Any) -> Row:
+        if not isinstance(item, Mapping):
+            return clean_row({"value": item})
+        if (
+            type(item) is dict
+            and item.keys() <= self._clean_keys
+            and _SCALARS.issuperset(map(type, item.values()))
+        ):
+            return item
+        self._learn(item.keys())
+        return clean_row(item if type(item) is dict else dict(item))
+
+    def _learn(self, keys: Iterable[Any]) -> bool:
+        """Remember the keys that are text and name no secret; whether every key was one."""
+        clean = True
+        for key in keys:
+            if isinstance(key, str) and not is_secret_key(key):
+                if len(self._clean_keys) < _CLEAN_KEYS_LIMIT:
+                    self._clean_keys.add(key)
+            else:
+                clean = False
+        return clean
+
+
 def is_secret_key(key: object) -> bool:
     """Whether a key names a secret (lower-cased, without punctuation, it holds a secret word)."""
     if isinstance(key, str):
@@ -118,9 +177,14 @@ def _is_secret_name(key: str) -> bool:
 
 def is_truncated(result: Any) -> bool:
     """Whether a raw result says it was truncated (truncated / is_truncated / rows_truncated)."""
+    return says_truncated(locate_rows(result))
+
+
+def says_truncated(source: RowSource) -> bool:
+    """Whether a located result's envelopes say it was truncated."""
     return any(
         _truthy(value)
-        for holder in locate_rows(result).holders
+        for holder in source.holders
         for key, value in holder.items()
         if normalize_key(key) in TRUNCATION_KEYS
     )

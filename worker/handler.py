@@ -196,8 +196,7 @@ class TurnHandler:
             assert ref.artifact is not None
             artifact = await self._artifact(ref.artifact)
             try:
-                for row in collector.feed(ref, artifact.result):
-                    spool.append(ref.action, row)
+                spool.extend(ref.action, collector.feed(ref, artifact.result))
             except RecursionError:  # parsed, but too deep to walk: bad input, not a bug
                 raise _too_deep(ref.artifact) from None
 

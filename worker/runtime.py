@@ -1,8 +1,9 @@
 """The worker runtime: receive, lock, settle, retry, dead-letter, shut down.
 
 N session workers share one queue. Each accepts the next available session (one holder at a
-time, FIFO inside it), serves it until it goes idle, then releases it. Each message's fate is
-decided from the handler's outcome by `worker/settlement.py` and performed here.
+time, FIFO inside it), serves what is queued on it, then releases it at once: a session with
+nothing to deliver is never held while another conversation's turn waits. Each message's
+fate is decided from the handler's outcome by `worker/settlement.py` and performed here.
 SIGTERM/SIGINT stop taking sessions; work in flight gets the grace period, then is
 abandoned (redelivered later).
 """
@@ -26,6 +27,9 @@ from worker.retry_policy import RetryPolicy
 from worker.settlement import Abandon, Complete, DeadLetter, settle, where_raised
 
 ACCEPT_WAIT_SECONDS = 1.0
+# While draining, how long a worker that found no session pauses before it looks again
+# (something is still in flight, locked or scheduled for later).
+DRAIN_POLL_SECONDS = 0.05
 
 
 @dataclass
@@ -101,22 +105,26 @@ class Runtime:
         return self.stats
 
     async def _serve(self, drain: bool) -> None:
-        # With --drain, an empty queue is seen before the first accept waits (an accept
-        # that finds nothing takes its whole wait, and more on Service Bus).
+        # With --drain, an empty queue is seen before an accept waits (an accept that finds
+        # nothing takes its whole wait, and more on Service Bus), and an accept does not
+        # wait at all: what is queued is already there.
+        accept_wait = 0.0 if drain else ACCEPT_WAIT_SECONDS
         idle = True
         while not self._stopping.is_set():
             if drain and idle and self._in_flight == 0 and await self._drained():
                 self.stop()
                 return
             try:
-                with self.observer.waiting(ACCEPT_WAIT_SECONDS):
-                    session = await self.queue.accept_session(ACCEPT_WAIT_SECONDS)
+                with self.observer.waiting(accept_wait):
+                    session = await self.queue.accept_session(accept_wait)
             except PortError as exc:
                 self._log.warning("session_accept_failed", error=type(exc).__name__)
                 await self._pause(1.0)
                 continue
             idle = session is None
             if session is None:
+                if drain and self._in_flight:
+                    await self._pause(DRAIN_POLL_SECONDS)
                 continue
             self._in_flight += 1
             self.observer.session_acquired()
@@ -142,15 +150,20 @@ class Runtime:
             # a message is handled: receiving does not extend it (Service Bus semantics).
             lock_lost = asyncio.Event()
             renewer = asyncio.create_task(self._renew(session, lock_lost))
+            # The first receive waits for the head that made the session available; after
+            # a settled message the session is released at once unless its next message is
+            # already queued (a later one makes the session available again).
+            wait = self.session_idle
             try:
                 while not self._stopping.is_set():
-                    with self.observer.waiting(self.session_idle):
-                        message = await session.receive(self.session_idle)
+                    with self.observer.waiting(wait):
+                        message = await session.receive(wait)
                     if message is None:
                         return
                     await self._process(session, message, lock_lost)
                     if lock_lost.is_set():
                         return  # the session is over; its turn was cancelled and counted
+                    wait = 0.0
             except LockLost:
                 self.stats.lock_lost += 1
                 self.observer.session_lock_lost()
@@ -203,9 +216,7 @@ class Runtime:
                     handling.lock_lost()
                     self._log.warning("message_lock_lost")
 
-    async def _until_done_or_grace(
-        self, work: asyncio.Task[Any], lock_lost: asyncio.Event
-    ) -> bool:
+    async def _until_done_or_grace(self, work: asyncio.Task[Any], lock_lost: asyncio.Event) -> bool:
         """Wait for `work`; once stopping, at most the grace period; not past a lost lock.
         Whether it finished."""
         stopping = asyncio.create_task(self._stopping.wait())

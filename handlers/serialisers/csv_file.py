@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from handlers.serialisers import aligned, byte_chunks
+from handlers.serialisers import aligned
 from handlers.serialisers.json_file import compact_json
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -34,6 +34,10 @@ _PLAIN_NUMBER = re.compile(
 _NEEDS_QUOTES = re.compile(r'[",\r\n]')
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE_BREAK = re.compile("\r\n?|\n")
+# The fast path of a cell: text with none of these characters, not starting with one that
+# may open a formula (a space may precede one), is written as it is.
+_NEEDS_A_RULE = re.compile('[",\r\n\ud800-\udfff]')
+_MAY_OPEN_A_FORMULA = frozenset("=+-@\t\r ")
 
 
 def cell_text(value: Any) -> str:
@@ -81,14 +85,48 @@ def csv_chunks(
     chunk_size: int = 65536,
 ) -> Iterator[bytes]:
     """The CSV file as byte chunks (RFC 4180, comma, CRLF, UTF-8, optional BOM, header row)."""
-    return byte_chunks(_csv_texts(columns, rows, bom), chunk_size)
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
+    return _csv_chunks(columns, rows, bom, chunk_size)
 
 
-def _csv_texts(columns: Sequence[str], rows: Iterable[Sequence[Any]], bom: bool) -> Iterator[str]:
-    yield ("\ufeff" if bom else "") + _record(columns)
+def _csv_chunks(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], bom: bool, chunk_size: int
+) -> Iterator[bytes]:
+    # Records are joined and encoded a chunk at a time, not one by one. A chunk is cut once
+    # it holds chunk_size characters, so at least as many bytes.
+    lines = [("\ufeff" if bom else "") + _record(columns)]
+    size = len(lines[0])
     width = len(columns)
+    cell = _cell
     for row in rows:
-        yield _record(aligned(row, width))
+        line = ",".join(map(cell, row if len(row) == width else aligned(row, width)))
+        # A blank line reads back as a record of no cells; `""` keeps its one empty cell.
+        line = line or ('""' if width else "")
+        lines.append(line + "\r\n")
+        size += len(line) + 2
+        if size >= chunk_size:
+            yield "".join(lines).encode("utf-8")
+            lines.clear()
+            size = 0
+    if lines:
+        yield "".join(lines).encode("utf-8")
+
+
+def _cell(value: Any) -> str:
+    """`_quoted(csv_cell(value))`, without its rules for the values no rule applies to."""
+    kind = type(value)
+    if kind is str:
+        if (not value or value[0] not in _MAY_OPEN_A_FORMULA) and not _NEEDS_A_RULE.search(value):
+            return value  # type: ignore[no-any-return]
+    elif kind is float:
+        if math.isfinite(value):
+            return repr(value)  # a finite float's repr is a plain number: never neutralised
+    elif kind is int:
+        return str(value)  # "-5" is a plain number too
+    elif value is None:
+        return ""
+    return _quoted(csv_cell(value))
 
 
 def _record(values: Sequence[Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import io
 import json
 from collections.abc import Awaitable, Callable
@@ -153,6 +154,53 @@ def test_artifact_that_is_not_json_is_dead_lettered_as_invalid(tmp_path: Path) -
             await handler.handle(message)
         assert caught.value.reason == "artifact_invalid"
         assert "12.45" not in caught.value.description
+
+    run(tmp_path, fixture, body)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "word", "unit"),
+    [
+        ("csv", "a csv", "V\ufffd"),  # U+FFFD: UTF-8 cannot hold a lone surrogate
+        ("json", "a json file", "V\ud800"),  # written as the same \ud800 escape
+        ("xml", "xml", "V"),  # XML 1.0 cannot hold it: dropped
+        ("xlsx", "an excel sheet", "V\ufffd"),
+    ],
+)
+def test_a_lone_surrogate_in_an_artifact_is_exported_as_its_format_writes_it(
+    tmp_path: Path, fmt: str, word: str, unit: str
+) -> None:
+    """JSON may escape half a surrogate pair (`"\\ud800"`); the row is data, not a bug."""
+    fixture = headline()
+    fixture["messages"][0]["content"] = f"Retrieve the BatteryVoltage1 history and create {word}"
+    pages = {  # copies: the fixture seeds as it is, these replace the two pages after
+        path: copy.deepcopy(artifact)
+        for path, artifact in fixture["artifacts"].items()
+        if artifact["name"] == "list_parameter_history"
+    }
+    for artifact in pages.values():
+        for item in artifact["result"]["items"][3:6]:  # past the 3 rows the reply pasted
+            item["unit"] = "V\ud800"
+    first, second = pages.values()
+    second["result"]["items"].append(dict(first["result"]["items"][3]))  # a repeat: dropped
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        for path, artifact in pages.items():  # escaped: the seeding's UTF-8 cannot hold it
+            await backend.blobs.put(path, json.dumps(artifact).encode("ascii"))
+        record = await handler.handle(message)
+        assert record.decision == "published" and record.export is not None
+        assert record.export.format == fmt and record.export.row_count == 900
+        data = await blob_bytes(backend, record.export.blob)
+        if fmt == "csv":
+            lines = data.decode("utf-8").splitlines()
+            assert lines[4].endswith(f",{unit}") and lines[1].endswith(",V")
+        elif fmt == "json":
+            assert b'"V\\ud800"' in data and json.loads(data)[3]["unit"] == unit
+        elif fmt == "xml":
+            assert DET.fromstring(data)[3].find("unit").text == unit
+        else:
+            sheet = openpyxl.load_workbook(io.BytesIO(data)).active
+            assert sheet["D5"].value == unit and sheet["D2"].value == "V"
 
     run(tmp_path, fixture, body)
 

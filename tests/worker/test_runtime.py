@@ -246,3 +246,88 @@ def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
     assert handler.cancelled and not handler.published
     assert session.settled == ["abandon"] and session.closed
     assert (stats.lock_lost, stats.completed) == (1, 0)
+
+
+class SpySession:
+    """A session whose receive waits are written down (everything else is the real one's)."""
+
+    def __init__(self, session: Any, waits: list[tuple[str, float]]) -> None:
+        self._session = session
+        self._waits = waits
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    async def receive(self, max_wait: float) -> QueueMessage | None:
+        self._waits.append((self._session.session_id, max_wait))
+        message: QueueMessage | None = await self._session.receive(max_wait)
+        return message
+
+
+class SpyQueue:
+    """A queue whose accept waits and receive waits are written down."""
+
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
+        self.accept_waits: list[float] = []
+        self.receive_waits: list[tuple[str, float]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
+
+    async def accept_session(self, max_wait: float) -> Any:
+        self.accept_waits.append(max_wait)
+        session = await self._queue.accept_session(max_wait)
+        return None if session is None else SpySession(session, self.receive_waits)
+
+
+def spied_drain(tmp_path: Path, sends: list[tuple[bytes, str]]) -> tuple[SpyQueue, list[bytes]]:
+    """Drain `sends` (body, session) with one worker whose idle wait is far too long to
+    pay: a run that held an empty session would not end within the test's bound."""
+
+    async def main() -> tuple[SpyQueue, list[bytes]]:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        for n, (body, session_id) in enumerate(sends):
+            await backend.queue.send(body, session_id, message_id=f"m{n}")
+        handler = ScriptedHandler(backend, {body: ["done"] for body, _ in sends})
+        queue = SpyQueue(backend.queue)
+        runtime = Runtime(
+            handler,
+            queue,
+            concurrency=1,
+            retry=RetryPolicy.no_waiting(),
+            lock_duration=60,
+            session_idle=600,
+            shutdown_grace=1,
+        )
+        await asyncio.wait_for(runtime.run(drain=True), timeout=60)
+        await backend.close()
+        return queue, [body for body, _ in handler.calls]
+
+    return asyncio.run(main())
+
+
+def test_a_session_is_released_at_once_when_nothing_more_is_queued_on_it(tmp_path: Path) -> None:
+    sends = [(b"a1", "a"), (b"b1", "b"), (b"a2", "a"), (b"c1", "c")]
+    queue, handled = spied_drain(tmp_path, sends)
+    # FIFO inside a session; one worker, so the sessions come one after another.
+    assert handled.index(b"a1") < handled.index(b"a2") and sorted(handled) == sorted(
+        b for b, _ in sends
+    )
+    # Each session waits for the head it was accepted for, then never waits again: session
+    # a delivers a2 at once (already queued) and every session is let go on an empty receive.
+    waits: dict[str, list[float]] = {}
+    for session_id, wait in queue.receive_waits:
+        waits.setdefault(session_id, []).append(wait)
+    assert waits == {"a": [600, 0.0, 0.0], "b": [600, 0.0], "c": [600, 0.0]}
+
+
+def test_drain_asks_whether_the_queue_is_empty_before_it_waits_for_a_session(
+    tmp_path: Path,
+) -> None:
+    queue, handled = spied_drain(tmp_path, [(b"x", "s")])
+    assert handled == [b"x"]
+    assert queue.accept_waits and all(wait == 0.0 for wait in queue.accept_waits)
+    empty, nothing = spied_drain(tmp_path / "empty", [])
+    # An empty queue is seen as drained before any accept.
+    assert nothing == [] and empty.accept_waits == []

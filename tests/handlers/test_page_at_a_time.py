@@ -1,0 +1,190 @@
+"""Taking a page at a time changes nothing a row-at-a-time pass decided: the same rows, in
+the same order, the same counts, columns, artifacts, truncation and excerpt matches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from array import array
+from bisect import bisect_left
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from handlers.dataset import RowCollector
+from handlers.digest_set import DigestSet
+from handlers.excerpt import TableMatcher
+from handlers.row_digest import row_digest, row_digests
+from handlers.rows import Row, RowCleaner, clean_row, extract_rows, is_truncated, locate_rows
+from handlers.selection import ResultRef
+from handlers.tables import Table
+
+KEYS = st.sampled_from(["t", "v", "unit", "api_key", "Token", "id", "x-secret", "name", "Value"])
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-2, max_value=2),
+    st.integers(),
+    st.sampled_from([0.0, -0.0, 1.0, 12.5, math.nan, math.inf, 2**64, "\ud800", "", "V", "1"]),
+    st.text(max_size=4),
+)
+VALUES = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=2) | st.dictionaries(KEYS, inner, max_size=2)
+)
+FLAT_ROWS = st.dictionaries(KEYS, SCALARS, max_size=4)
+ROWS = st.one_of(FLAT_ROWS, FLAT_ROWS, st.dictionaries(KEYS, VALUES, max_size=4))
+ITEMS = st.lists(st.one_of(ROWS, ROWS, ROWS, SCALARS), max_size=8)
+RESULTS = st.one_of(
+    ITEMS,
+    ITEMS.map(lambda items: {"items": items, "count": len(items)}),
+    ITEMS.map(lambda items: {"data": {"rows": items}, "truncated": True}),
+    ROWS,
+    ITEMS.map(json.dumps),
+    SCALARS,
+)
+
+
+# --- the row-at-a-time pass it replaced, kept as the oracle --------------------------------
+def old_digest(row: Row) -> int:
+    text = json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return int.from_bytes(
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    )
+
+
+class OldCollector:
+    """RowCollector as it was: one row at a time, earlier pages as sorted digest arrays."""
+
+    def __init__(self, table: Table | None) -> None:
+        self.matcher = TableMatcher(table) if table is not None else None
+        self.groups: dict[str, dict[str, Any]] = {}
+
+    def feed(self, ref: ResultRef, result: Any) -> list[Row]:
+        group = self.groups.setdefault(
+            ref.action,
+            {
+                "rows": 0,
+                "columns": {},
+                "pages": [],
+                "artifacts": [],
+                "truncated": False,
+                "matched": set(),
+            },
+        )
+        group["truncated"] = group["truncated"] or is_truncated(result)
+        page = array("Q")
+        kept = []
+        for raw in extract_rows(result):
+            row = clean_row(raw)
+            digest = old_digest(row)
+            if any(_in(digests, digest) for digests in group["pages"]):
+                continue
+            if not page and ref.artifact is not None and ref.artifact not in group["artifacts"]:
+                group["artifacts"].append(ref.artifact)
+            page.append(digest)
+            group["rows"] += 1
+            group["columns"].update(dict.fromkeys(row))
+            if self.matcher is not None and len(group["matched"]) < len(self.matcher.table.rows):
+                group["matched"] |= self.matcher.matches(row, group["matched"])
+            kept.append(row)
+        if page:
+            group["pages"].append(array("Q", sorted(page)))
+        return kept
+
+
+def _in(digests: array[int], digest: int) -> bool:
+    at = bisect_left(digests, digest)
+    return at < len(digests) and digests[at] == digest
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, of the same types, floats by value with NaN equal to NaN; key order counts."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or repr(a) == repr(b)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same, a, b))
+    return bool(a == b)
+
+
+# --- the properties -----------------------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(pages=st.lists(RESULTS, max_size=5))
+def test_a_page_is_cleaned_as_each_row_was(pages: list[Any]) -> None:
+    cleaner = RowCleaner()  # one cleaner over many pages: what it learns must not leak
+    for result in pages:
+        before = json.dumps(result, sort_keys=True, default=repr)
+        expected = [clean_row(row) for row in extract_rows(result)]
+        assert same(cleaner.rows(locate_rows(result)), expected)
+        assert json.dumps(result, sort_keys=True, default=repr) == before  # input untouched
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(ROWS, max_size=12))
+def test_digests_of_a_page_are_each_rows_digest(rows: list[Row]) -> None:
+    assert row_digests(rows) == [row_digest(row) for row in rows]
+
+
+def test_digests_of_a_long_page_with_a_nan_in_one_batch() -> None:
+    rows: list[Row] = [{"t": n, "v": n / 7} for n in range(10_000)]
+    rows[5000]["v"] = math.nan
+    rows[9000]["v"] = 2**70
+    assert row_digests(rows) == [row_digest(row) for row in rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    feeds=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.one_of(RESULTS, ITEMS)), max_size=6),
+    repeats=st.lists(st.integers(min_value=0, max_value=5), max_size=4),
+    with_table=st.booleans(),
+)
+def test_the_collector_decides_what_the_row_at_a_time_collector_decided(
+    feeds: list[tuple[str, Any]], repeats: list[int], with_table: bool
+) -> None:
+    # Pages repeated whole or in part, as the paging of a tool repeats rows.
+    for at in repeats:
+        if at < len(feeds):
+            feeds.append(feeds[at])
+    table = Table(("t", "v"), (("1", "12.5"), ("V", ""))) if with_table else None
+    new, old = RowCollector(table), OldCollector(table)
+    for order, (action, result) in enumerate(feeds):
+        ref = ResultRef("t1", action, f"c{order}", f"a/{order}.json", None, order)
+        assert same(new.feed(ref, result), old.feed(ref, result))
+    counts = {action: group["rows"] for action, group in old.groups.items()}
+    assert new.counts() == counts
+    if counts:
+        selection = new.select()
+        for action in selection.actions:
+            assert old.groups[action]["artifacts"] == [
+                a for a in selection.source_artifacts if a in old.groups[action]["artifacts"]
+            ]
+        columns = [c for a in selection.actions for c in old.groups[a]["columns"]]
+        assert list(dict.fromkeys(columns)) == [
+            c for c in selection.columns if c != selection.source_column
+        ]
+        assert selection.truncated == any(old.groups[a]["truncated"] for a in selection.actions)
+        matched = {a: group["matched"] for a, group in old.groups.items()}
+        assert {a: g.matched for a, g in new._groups.items()} == matched
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pages=st.lists(
+        st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=50), max_size=6
+    ),
+    probe=st.lists(st.integers(min_value=0, max_value=40), max_size=60),
+)
+def test_absent_positions_are_those_not_in_the_set(
+    pages: list[list[int]], probe: list[int]
+) -> None:
+    table, added = DigestSet(), set()
+    for page in pages:
+        mixed = [*page, *probe, 0]
+        assert table.absent(mixed) == [i for i, d in enumerate(mixed) if d not in added]
+        table.add_all(page)
+        added.update(page)
