@@ -107,13 +107,19 @@ def one_turn(
     }
     return {
         "conversation": {
-            "id": conversation_id, "user_id": user_id, "participants": [], "deleted": False
+            "id": conversation_id,
+            "user_id": user_id,
+            "participants": [],
+            "deleted": False,
         },
         "messages": messages,
         # The whole result, as the tool returned it: the worker fetches it only if it wins.
         "artifacts": {
             artifact_path: {
-                "call_id": call_id, "name": TOOL, "arguments": arguments, "result": result
+                "call_id": call_id,
+                "name": TOOL,
+                "arguments": arguments,
+                "result": result,
             }
         },
         "event": event,

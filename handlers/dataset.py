@@ -127,4 +127,3 @@ def finish_row(row: Row, action: str, selection: Selection) -> Row:
     if selection.source_column is None:
         return row
     return {**row, selection.source_column: action}
-

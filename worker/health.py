@@ -110,9 +110,7 @@ def liveness_verdict(state: LivenessState, now: float, bounds: LivenessBounds) -
 class Liveness:
     """What the receive loop ticks: start, progress, idle waits and turns in flight."""
 
-    def __init__(
-        self, clock: Clock = time.monotonic, bounds: LivenessBounds | None = None
-    ) -> None:
+    def __init__(self, clock: Clock = time.monotonic, bounds: LivenessBounds | None = None) -> None:
         self._clock = clock
         self.bounds = bounds or LivenessBounds()
         self._created_at = clock()

@@ -60,7 +60,7 @@ def _short_path(filename: str) -> str:
     for root in roots:
         prefix = root.rstrip(os.sep) + os.sep
         if filename.startswith(prefix):
-            return filename[len(prefix):]
+            return filename[len(prefix) :]
     return filename
 
 

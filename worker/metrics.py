@@ -71,16 +71,22 @@ class Metrics:
             "export_worker_exports", "Exports published, by format.", ["format"], registry=r
         )
         self._rows = Histogram(
-            "export_worker_export_rows", "Rows per published export.",
-            buckets=ROW_BUCKETS, registry=r,
+            "export_worker_export_rows",
+            "Rows per published export.",
+            buckets=ROW_BUCKETS,
+            registry=r,
         )
         self._bytes = Histogram(
-            "export_worker_export_bytes", "Bytes per published export file.",
-            buckets=BYTE_BUCKETS, registry=r,
+            "export_worker_export_bytes",
+            "Bytes per published export file.",
+            buckets=BYTE_BUCKETS,
+            registry=r,
         )
         self._dead_letters = Counter(
-            "export_worker_dead_letters", "Messages the worker dead-lettered, by reason.",
-            ["reason"], registry=r,
+            "export_worker_dead_letters",
+            "Messages the worker dead-lettered, by reason.",
+            ["reason"],
+            registry=r,
         )
         self._retries = Counter(
             "export_worker_retries", "Deliveries abandoned for a retry with backoff.", registry=r
@@ -91,17 +97,21 @@ class Metrics:
         self._duration = Histogram(
             "export_worker_turn_duration_seconds",
             "Handling time of one delivery, by how it ended.",
-            ["outcome"], buckets=HANDLING_BUCKETS, registry=r,
+            ["outcome"],
+            buckets=HANDLING_BUCKETS,
+            registry=r,
         )
         self._queue_wait = Histogram(
             "export_worker_queue_wait_seconds",
             "From the message's enqueue time to the start of its handling.",
-            buckets=WAIT_BUCKETS, registry=r,
+            buckets=WAIT_BUCKETS,
+            registry=r,
         )
         self._end_to_end = Histogram(
             "export_worker_end_to_end_seconds",
             "From the turn event's occurred_at to export.published.",
-            buckets=WAIT_BUCKETS, registry=r,
+            buckets=WAIT_BUCKETS,
+            registry=r,
         )
         self._sessions = Gauge(
             "export_worker_sessions_held", "Sessions (conversations) held right now.", registry=r

@@ -29,7 +29,8 @@ def status_fields(
         "backend": backend,
         "oldest_enqueued_at": stats.oldest_enqueued_at,
         "last_export_age_seconds": age_seconds(last_export_at, now),
-        "last_export_id": None if latest is None or latest.export is None
+        "last_export_id": None
+        if latest is None or latest.export is None
         else latest.export.export_id,
     }
 

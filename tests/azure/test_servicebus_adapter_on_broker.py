@@ -127,9 +127,7 @@ def test_a_dead_letter_that_arrived_after_a_higher_sequence_number_is_found() ->
             await bury(newer, high)
             await bury(older, low)
             await queue.purge(low.sequence_number)
-            assert [d.sequence_number for d in await queue.dead_letters()] == [
-                high.sequence_number
-            ]
+            assert [d.sequence_number for d in await queue.dead_letters()] == [high.sequence_number]
 
     on_broker(body, ManualClock())
 

@@ -22,15 +22,38 @@ def test_the_chat_service_example_is_exported_and_the_consumer_downloads_the_fil
     cli = Cli(home)
     downloads = tmp_path / "downloads"
     consumer = subprocess.Popen(
-        [sys.executable, str(EXAMPLES / "export_consumer.py"), "--conversation", "conv_demo",
-         "--count", "1", "--out", str(downloads), "--timeout", "120"],
-        cwd=home, env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            str(EXAMPLES / "export_consumer.py"),
+            "--conversation",
+            "conv_demo",
+            "--count",
+            "1",
+            "--out",
+            str(downloads),
+            "--timeout",
+            "120",
+        ],
+        cwd=home,
+        env=cli.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         produced = subprocess.run(
-            [sys.executable, str(EXAMPLES / "chat_service.py"), "--conversation", "conv_demo",
-             "--samples", "240"],
-            cwd=home, env=cli.env(), capture_output=True, timeout=120, check=True,
+            [
+                sys.executable,
+                str(EXAMPLES / "chat_service.py"),
+                "--conversation",
+                "conv_demo",
+                "--samples",
+                "240",
+            ],
+            cwd=home,
+            env=cli.env(),
+            capture_output=True,
+            timeout=120,
+            check=True,
         )
         ids = json.loads(produced.stdout)
         assert ids["conversation_id"] == "conv_demo" and ids["turn_id"] == "turn_1"

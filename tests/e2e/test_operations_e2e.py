@@ -91,6 +91,7 @@ def test_a_running_worker_drains_the_public_fixtures_and_reports_them(tmp_path: 
             [*executable(), "run"], cwd=home, env=cli.env(), stdout=log, stderr=log
         )
         try:
+
             def answered(path: str) -> dict[str, Any] | None:
                 status, body = get(port, path)
                 return json.loads(body) if status == 200 else None

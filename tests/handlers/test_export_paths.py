@@ -23,9 +23,7 @@ def test_export_id_is_sha256_of_conversation_turn_format() -> None:
 
 
 def test_export_blob_path_is_deterministic() -> None:
-    assert (
-        export_blob_path("exports", "c", "t", "exp_1", "xlsx") == "exports/c/t/exp_1.xlsx"
-    )
+    assert export_blob_path("exports", "c", "t", "exp_1", "xlsx") == "exports/c/t/exp_1.xlsx"
 
 
 def test_download_file_name_uses_action_and_timestamp() -> None:

@@ -54,7 +54,7 @@ def app_settings(template: Template) -> dict[str, Any]:
     names = [entry["name"] for entry in container["env"]]
     assert len(names) == len(set(names)), f"a variable is set twice: {names}"
     return {
-        entry["name"][len(PREFIX):].lower(): entry["value"]
+        entry["name"][len(PREFIX) :].lower(): entry["value"]
         for entry in container["env"]
         if entry["name"].startswith(PREFIX)
     }
@@ -104,12 +104,18 @@ def test_the_templates_worker_settings_lock_and_delivery_count_agree_with_the_co
 @pytest.mark.parametrize(
     ("original", "drifted", "complaint"),
     [
-        ("param sessionIdleSeconds string = '0.2'", "param sessionIdleSeconds string = '1.0'",
-         "SESSION_IDLE_SECONDS"),
+        (
+            "param sessionIdleSeconds string = '0.2'",
+            "param sessionIdleSeconds string = '1.0'",
+            "SESSION_IDLE_SECONDS",
+        ),
         ("param maxDeliveryCount int = 10", "param maxDeliveryCount int = 5", "maxDeliveryCount"),
         ("lockDuration: 'PT${lockDurationSeconds}S'", "lockDuration: 'PT2M'", "lockDuration"),
-        ("  MAX_ATTEMPTS: string(maxAttempts)", "  MAX_ATTEMPT: string(maxAttempts)",
-         "not a worker setting"),
+        (
+            "  MAX_ATTEMPTS: string(maxAttempts)",
+            "  MAX_ATTEMPT: string(maxAttempts)",
+            "not a worker setting",
+        ),
         ("param httpPort int = 8080", "param httpPort int = 9090", "HTTP_PORT"),
     ],
 )
@@ -134,11 +140,14 @@ def test_every_worker_setting_the_template_sets_comes_from_the_one_settings_obje
     template = Template.read(BICEP)
     from_object = {f"{PREFIX}{key}" for key in template.variable("workerSettings")}
     literal = {
-        entry["name"] for entry in template.variable("workerEndpointsEnv")
+        entry["name"]
+        for entry in template.variable("workerEndpointsEnv")
         if entry["name"].startswith(PREFIX)
     }
     assert literal == {
-        f"{PREFIX}SERVICEBUS_NAMESPACE", f"{PREFIX}BLOB_ACCOUNT_URL", f"{PREFIX}COSMOS_ENDPOINT"
+        f"{PREFIX}SERVICEBUS_NAMESPACE",
+        f"{PREFIX}BLOB_ACCOUNT_URL",
+        f"{PREFIX}COSMOS_ENDPOINT",
     }
     assert {f"{PREFIX}{name.upper()}" for name in app_settings(template)} == from_object | literal
 

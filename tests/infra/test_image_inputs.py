@@ -61,19 +61,30 @@ def ignored(path: str, patterns: list[str]) -> bool:
 
 def test_the_build_context_keeps_sources_and_drops_local_state_and_secrets() -> None:
     patterns = [
-        line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
     assert not any(p.startswith("!") for p in patterns)
-    for never in (".venv/bin/python", ".venv-tools/bin/checkov", "node_modules/x/y.js",
-                  ".export-worker/queue.db", ".env", ".git/config", ".pytest_cache/v/x",
-                  ".mypy_cache/3.11/x.json", "worker/__pycache__/cli.cpython-311.pyc",
-                  "tests/worker/test_logs.py"):
+    for never in (
+        ".venv/bin/python",
+        ".venv-tools/bin/checkov",
+        "node_modules/x/y.js",
+        ".export-worker/queue.db",
+        ".env",
+        ".git/config",
+        ".pytest_cache/v/x",
+        ".mypy_cache/3.11/x.json",
+        "worker/__pycache__/cli.cpython-311.pyc",
+        "tests/worker/test_logs.py",
+    ):
         assert ignored(never, patterns), never
     dockerfile = (ROOT / "infra" / "Dockerfile").read_text()
     copied = [
-        source for line in dockerfile.splitlines() if line.startswith("COPY ")
-        and "--from=" not in line for source in line.split()[1:-1]
+        source
+        for line in dockerfile.splitlines()
+        if line.startswith("COPY ") and "--from=" not in line
+        for source in line.split()[1:-1]
     ]
     assert "infra/requirements.lock" in copied and "worker" in copied
     for source in copied:

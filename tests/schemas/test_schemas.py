@@ -82,15 +82,24 @@ def test_stored_documents_parse_with_store_metadata() -> None:
     assert conv.participants == [] and conv.deleted is False
     msg = AssistantMessage.model_validate(
         {
-            "id": "m", "conversation_id": "c", "turn_id": "t", "seq": 2, "role": "assistant",
-            "created_at": "2026-01-01T00:00:00Z", "content": "",
+            "id": "m",
+            "conversation_id": "c",
+            "turn_id": "t",
+            "seq": 2,
+            "role": "assistant",
+            "created_at": "2026-01-01T00:00:00Z",
+            "content": "",
             "tool_calls": [{"id": "a", "name": "x", "arguments": {}}, {"id": "b", "name": "y"}],
         }
     )
     assert [c.id for c in msg.tool_calls] == ["a", "b"]
     tool = ToolMessage.model_validate(
         {
-            "id": "m3", "conversation_id": "c", "turn_id": "t", "seq": 3, "role": "tool",
+            "id": "m3",
+            "conversation_id": "c",
+            "turn_id": "t",
+            "seq": 3,
+            "role": "tool",
             "created_at": "2026-01-01T00:00:00Z",
             "results": [{"call_id": "a", "name": "x", "success": True, "artifact": None}],
         }

@@ -149,8 +149,11 @@ def test_an_unreachable_dependency_is_not_ready_and_only_its_error_type_is_shown
         assert (await ready.verdict()).status == "not_opened" and check.calls == 0
         ready.opened()
         failed = await ready.verdict()
-        assert failed.body() == {"status": "unreachable", "error": "ConnectionError",
-                                 "checked_ago": 0.0}
+        assert failed.body() == {
+            "status": "unreachable",
+            "error": "ConnectionError",
+            "checked_ago": 0.0,
+        }
         clock.advance(9)
         assert (await ready.verdict()).status == "unreachable" and check.calls == 1
         clock.advance(1)

@@ -44,7 +44,8 @@ def test_probes_answer_200_or_503_with_a_json_reason_and_metrics_answer_promethe
         try:
             assert server.port > 0
             assert await get(server.port, "/healthz") == (
-                200, "application/json; charset=utf-8",
+                200,
+                "application/json; charset=utf-8",
                 {"status": "starting", "seconds_since_created": 0.0},
             )
             assert (await get(server.port, "/readyz"))[::2] == (503, {"status": "not_opened"})
@@ -84,9 +85,7 @@ def test_probes_answer_200_or_503_with_a_json_reason_and_metrics_answer_promethe
 
 def test_a_closed_server_no_longer_listens() -> None:
     async def main() -> None:
-        server = await start_operations_server(
-            "127.0.0.1", 0, Liveness(), Readiness(), Metrics()
-        )
+        server = await start_operations_server("127.0.0.1", 0, Liveness(), Readiness(), Metrics())
         assert (await get(server.port, "/metrics"))[0] == 200
         await server.close()
         with pytest.raises(aiohttp.ClientConnectionError):

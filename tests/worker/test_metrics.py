@@ -43,7 +43,7 @@ def test_every_metric_of_issue_11_is_exposed_under_its_name() -> None:
         "export_worker_sessions_held",
     } <= names
     body, content_type = Metrics().render()
-    assert b"export_worker_turns_total{decision=\"published\"} 0.0" in body
+    assert b'export_worker_turns_total{decision="published"} 0.0' in body
     assert content_type.startswith("text/plain")
 
 
@@ -92,6 +92,7 @@ def test_row_and_byte_histograms_cover_one_row_to_ten_million_and_1kb_to_500mb()
     m = Metrics()
     m.export_published("csv", 1, 1024, "", NOW)
     m.export_published("xlsx", 10_000_000, 500 * 1024 * 1024, "", NOW)
+
     def bucket(name: str, le: float) -> float:
         return sample(m, f"export_worker_export_{name}_bucket", le=floatToGoString(le))
 

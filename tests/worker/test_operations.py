@@ -71,8 +71,8 @@ def drained(
         try:
             await prepare(backend)
             settings = Settings(_env_file=None, home=home)  # type: ignore[call-arg]
-            chosen = handler(backend) if handler else TurnHandler(
-                backend, settings, observer=operations
+            chosen = (
+                handler(backend) if handler else TurnHandler(backend, settings, observer=operations)
             )
             runtime = runtime_for(chosen, backend, operations)
             await asyncio.wait_for(runtime.run(drain=True), timeout=60)
@@ -207,7 +207,9 @@ def test_a_turn_continues_the_senders_trace_with_child_steps_and_its_event_carri
     names = [s.name for s in children]
     assert {"read", "fetch", "upload", "publish"} <= set(names)
     assert sorted(s.attributes["export_worker.source"] for s in children if s.name == "read") == [
-        "conversation", "ledger", "messages"
+        "conversation",
+        "ledger",
+        "messages",
     ]
     [publish] = [s for s in children if s.name == "publish"]
     sent_with = f"00-{TRACE_ID}-{publish.context.span_id:016x}-01"
@@ -314,7 +316,8 @@ def test_a_missing_conversation_is_the_normal_answer_of_a_reachable_store(tmp_pa
 
 def test_the_queue_is_unreachable_while_the_receive_loops_last_wait_failed(tmp_path: Path) -> None:
     assert check_with(tmp_path, lambda b: b, TransientError("amqp detached")) == (
-        "queue", "TransientError"
+        "queue",
+        "TransientError",
     )
     # A lost lock is an answer from the queue, not a failure to reach it.
     assert check_with(tmp_path, lambda b: b, LockLost("taken")) is None
@@ -337,4 +340,3 @@ def test_the_observer_is_the_runtimes_only_link_to_prometheus() -> None:
     for text in (source, handler):
         assert "prometheus" not in text and "opentelemetry" not in text
         assert "worker.metrics" not in text and "worker.health" not in text
-

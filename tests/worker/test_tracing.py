@@ -48,7 +48,8 @@ def test_a_turn_continues_the_senders_trace_with_its_ids_and_child_steps(spans: 
     assert f"{turn.parent.span_id:016x}" == SENDER_SPAN
     assert turn.kind == SpanKind.CONSUMER
     assert {k: turn.attributes[f"export_worker.{k}"] for k in (*IDS, "export_id")} == {
-        **IDS, "export_id": "exp_1"
+        **IDS,
+        "export_id": "exp_1",
     }
     assert turn.attributes["messaging.message.id"] == "m1"
     for step in ("read", "fetch", "upload", "publish"):

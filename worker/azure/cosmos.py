@@ -50,9 +50,7 @@ ALL_EXPORTS_QUERY = "SELECT * FROM c WHERE c.export != null"
 FIND_EXPORT_QUERY = "SELECT * FROM c WHERE c.export.export_id = @eid"
 # Cross-partition, bounded by TOP 1; processed_at is written in one fixed-width UTC form,
 # so its string order is time order (the default range index serves the ORDER BY).
-LATEST_EXPORT_QUERY = (
-    "SELECT TOP 1 * FROM c WHERE c.export != null ORDER BY c.processed_at DESC"
-)
+LATEST_EXPORT_QUERY = "SELECT TOP 1 * FROM c WHERE c.export != null ORDER BY c.processed_at DESC"
 
 
 class CosmosAccount:

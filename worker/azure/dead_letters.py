@@ -111,9 +111,7 @@ class DeadLetterQueue:
             finally:
                 for raw in passed:
                     with contextlib.suppress(Exception):  # its lock lapses instead
-                        await guarded(
-                            receiver.abandon_message(raw), settle_deadline(self._timeout)
-                        )
+                        await guarded(receiver.abandon_message(raw), settle_deadline(self._timeout))
 
     async def _receive_one(self, receiver: ServiceBusReceiver) -> ServiceBusReceivedMessage | None:
         batch: list[ServiceBusReceivedMessage] = await guarded(

@@ -140,9 +140,7 @@ class QueueCounts:
 
     async def _session_ids(self, *, first_only: bool) -> list[str]:
         """Sessions holding messages, from a session browser on a client of its own."""
-        client, _ = servicebus_client(
-            self._settings, self._credential, try_timeout=self._timeout
-        )
+        client, _ = servicebus_client(self._settings, self._credential, try_timeout=self._timeout)
         timeout = self._timeout
         # The client holds its session browser by a weak reference only: the listing (which
         # holds the browser) stays referenced here until the client has closed it, or a

@@ -42,6 +42,7 @@ class DeadlineExceeded(TransientError):
     """Our deadline, not the SDK's, ended the call: the SDK object it ran on may be
     mid-frame and must not be used again."""
 
+
 _TRANSIENT_STATUS = frozenset({408, 429})
 _CONFLICT_STATUS = frozenset({409, 412})
 # Blob codes for "someone else committed this blob while we staged": a lost race.
