@@ -13,6 +13,7 @@ blobs of the conversations a test uses are deleted first (`clear_blobs`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import uuid
@@ -32,6 +33,10 @@ from tests.servicebus_broker import (
     SubscriptionConfig,
     TopicConfig,
 )
+from worker.handler import TurnHandler
+from worker.ports import Backend
+from worker.retry_policy import RetryPolicy
+from worker.runtime import Runtime
 from worker.settings import Settings
 
 BLOB_ENV = "EXPORT_WORKER_TEST_BLOB_CONNECTION_STRING"
@@ -197,3 +202,17 @@ def _values(broker: ServiceBusBroker, lock_duration: float) -> dict[str, str]:
         "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "true",
         "EXPORT_WORKER_LOCK_DURATION_SECONDS": str(lock_duration),
     }
+
+
+async def drain(backend: Backend, settings: Settings, timeout: float = 120.0) -> None:
+    """Run the worker's runtime on `backend` until its queue is drained (no retry waits)."""
+    runtime = Runtime(
+        TurnHandler(backend, settings),
+        backend.queue,
+        concurrency=2,
+        retry=RetryPolicy.no_waiting(settings.max_attempts),
+        lock_duration=settings.lock_duration_seconds,
+        session_idle=0.1,
+        shutdown_grace=5,
+    )
+    await asyncio.wait_for(runtime.run(drain=True), timeout=timeout)

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.emulated.azure_environment import AzureEnvironment, azure_environment, emulators_missing
-from worker.handler import TurnHandler
-from worker.retry_policy import RetryPolicy
-from worker.runtime import Runtime
-from worker.settings import Settings
+from tests.emulated.azure_environment import (
+    AzureEnvironment,
+    azure_environment,
+    drain,
+    emulators_missing,
+)
 from worker.testing.seeding import seed, seeding
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
@@ -228,16 +229,3 @@ async def replay_twice(env: AzureEnvironment, fixture: dict[str, Any]) -> None:
         assert record.decision == "published" and record.event_sent
     finally:
         await backend.close()
-
-
-async def drain(backend: Any, settings: Settings) -> None:
-    runtime = Runtime(
-        TurnHandler(backend, settings),
-        backend.queue,
-        concurrency=2,
-        retry=RetryPolicy.no_waiting(settings.max_attempts),
-        lock_duration=settings.lock_duration_seconds,
-        session_idle=0.1,
-        shutdown_grace=5,
-    )
-    await asyncio.wait_for(runtime.run(drain=True), timeout=120)

@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.emulated.azure_environment import AzureEnvironment, azure_environment, emulators_missing
-from worker.handler import TurnHandler
+from tests.emulated.azure_environment import (
+    AzureEnvironment,
+    azure_environment,
+    drain,
+    emulators_missing,
+)
 from worker.local.backend import open_local_backend
 from worker.ports import Backend
-from worker.retry_policy import RetryPolicy
-from worker.runtime import Runtime
 from worker.settings import Settings
 from worker.testing.seeding import seed, seeding
 
@@ -36,16 +38,7 @@ def fixture(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
 async def process(backend: Backend, settings: Settings, given: dict[str, Any]) -> None:
     """Seed the fixture and drain the queue with the worker's runtime."""
     await seed(seeding(backend), given)
-    runtime = Runtime(
-        TurnHandler(backend, settings),
-        backend.queue,
-        concurrency=2,
-        retry=RetryPolicy.no_waiting(settings.max_attempts),
-        lock_duration=settings.lock_duration_seconds,
-        session_idle=0.1,
-        shutdown_grace=5,
-    )
-    await asyncio.wait_for(runtime.run(drain=True), timeout=180)
+    await drain(backend, settings, timeout=180)
 
 
 async def records_and_dead(backend: Backend, conversations: list[str]) -> dict[str, Any]:
