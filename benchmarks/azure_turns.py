@@ -1,0 +1,522 @@
+"""Case az of `run_all.py`: the headline turns of case d on the Azure backend, with the
+operations each turn costs on Service Bus, Blob Storage and Cosmos DB.
+
+    .venv/bin/python benchmarks/azure_turns.py --turns 100 --local   # standalone, with case d
+
+Azurite and cosmosdb-server are started on free ports by `scripts/emulators.py` (or
+reused when `EXPORT_WORKER_TEST_BLOB_CONNECTION_STRING` and
+`EXPORT_WORKER_TEST_COSMOS_ENDPOINT` name running ones, as `scripts/test-emulated` does);
+the Service Bus test broker (tests/servicebus_broker) runs in this process, with the
+project's entities, from `tests/emulated/azure_environment.py`. With
+`EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING` set, every `EXPORT_WORKER_*` setting is taken
+as it is instead (a real namespace, or stand-ins started elsewhere) and Service Bus
+operations are not counted. Whatever was started here is stopped at the end.
+
+The measured process is the worker's CLI (`run --drain`, at default settings, on resources
+that exist, as in production) under `launch.py` (wall, CPU and peak RSS from wait4). It
+runs twice: on the empty queue (its start-up and shutdown) and on the seeded turns; each
+figure per turn is the difference over the number of turns. Operations are counted from
+outside the worker's logic: Service Bus by the broker, per frame it handles
+(`tests/servicebus_broker/tally.py`); Blob and Cosmos by a hook on azure-core's aiohttp
+transport (`worker/testing/http_calls.py`), installed in the measured interpreter before
+the CLI's `main` runs. A run whose outcome is wrong (a turn not published, other artifacts
+read, an export blob whose bytes do not match its record, an event missing, a dead letter)
+fails. What cannot be started is reported as the reason the case did not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+PYTHON = sys.executable
+SKIP_ENV = "EXPORT_WORKER_SKIP_EMULATED"
+REUSE_ENV = ("EXPORT_WORKER_TEST_BLOB_CONNECTION_STRING", "EXPORT_WORKER_TEST_COSMOS_ENDPOINT")
+# The measured interpreter: the HTTP hook, then the CLI's own `main` (what the console
+# script `export-worker` runs), with the arguments a user gives.
+RUNNER = (
+    "import sys\n"
+    "from worker.testing.http_calls import install\n"
+    "install(sys.argv[1])\n"
+    "from worker.cli import main\n"
+    "sys.argv = ['export-worker', 'run', '--drain']\n"
+    "main()\n"
+)
+
+
+# --------------------------------------------------------------------------------------
+# The result, as run_all reads it
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Measured:
+    """Wall, CPU and peak RSS of one process (as run_all's Usage)."""
+
+    wall: float
+    cpu: float
+    rss_mb: float
+
+
+@dataclass(frozen=True)
+class AzureRun:
+    """Case az: the turns on the Azure backend, or why it did not run."""
+
+    skipped: str | None
+    turns: int = 0
+    project: Measured | None = None
+    empty: Measured | None = None
+    # {"Service Bus" | "Blob" | "Cosmos": {operation: {"count", "sent", "received", ...}}},
+    # each figure per turn (net of the empty run's).
+    operations: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    local: tuple[Measured, Measured] | None = None  # standalone --local: (turns, empty)
+
+    def ms(self) -> float:
+        """Wall ms per turn, net of start-up and shutdown."""
+        assert self.project is not None and self.empty is not None and self.turns
+        return (self.project.wall - self.empty.wall) / self.turns * 1000
+
+    def cpu_ms(self) -> float:
+        """CPU ms per turn of the worker process, net of start-up and shutdown."""
+        assert self.project is not None and self.empty is not None and self.turns
+        return (self.project.cpu - self.empty.cpu) / self.turns * 1000
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON line the measuring process prints."""
+
+        def usage(u: Measured | None) -> dict[str, float] | None:
+            return None if u is None else {"wall": u.wall, "cpu": u.cpu, "rss_mb": u.rss_mb}
+
+        return {
+            "skipped": self.skipped,
+            "turns": self.turns,
+            "project": usage(self.project),
+            "empty": usage(self.empty),
+            "operations": self.operations,
+            "notes": list(self.notes),
+            "local": None if self.local is None else [usage(u) for u in self.local],
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> AzureRun:
+        """Read back what `to_json` wrote."""
+
+        def usage(u: dict[str, float] | None) -> Measured | None:
+            return None if u is None else Measured(u["wall"], u["cpu"], u["rss_mb"])
+
+        local = data.get("local")
+        pair = None
+        if local is not None:
+            turns, empty = usage(local[0]), usage(local[1])
+            assert turns is not None and empty is not None
+            pair = (turns, empty)
+        return AzureRun(
+            data["skipped"],
+            int(data.get("turns", 0)),
+            usage(data.get("project")),
+            usage(data.get("empty")),
+            data.get("operations") or {},
+            tuple(data.get("notes") or ()),
+            pair,
+        )
+
+
+def azure_case(bench: Any, turns: int, failed: type[Exception]) -> AzureRun:
+    """run_all's case az: measure in a process of its own (it hosts the broker), parse it."""
+    scratch = bench.home("az")
+    proc = subprocess.run(
+        [PYTHON, str(BENCH / "azure_turns.py"), "--turns", str(turns), "--scratch", str(scratch)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    (bench.logs / "az.out").write_text(proc.stdout, encoding="utf-8")
+    (bench.logs / "az.err").write_text(proc.stderr, encoding="utf-8")
+    if proc.returncode != 0:
+        raise failed(f"az: {proc.stderr[-1500:]}")
+    return parse_output(proc.stdout)
+
+
+def parse_output(stdout: str) -> AzureRun:
+    """The AzureRun on the last line of the measuring process's stdout."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    if not lines:
+        return AzureRun("not run: the measuring process printed nothing")
+    return AzureRun.from_json(json.loads(lines[-1]))
+
+
+# --------------------------------------------------------------------------------------
+# Counting: HTTP calls by operation
+# --------------------------------------------------------------------------------------
+def http_operation(call: dict[str, Any], blob_host: str) -> tuple[str, str]:
+    """(service, operation) of one recorded HTTP call (`worker/testing/http_calls.py`)."""
+    method, query = call["method"], call["query"]
+    parts = [p for p in call["path"].split("/") if p]
+    failed = "" if (call.get("status") or 200) < 400 else f" → {call['status']}"
+    if call["host"] == blob_host:
+        if "restype=container" in query:
+            operation = "create container" if method == "PUT" else f"container {method}"
+        elif "comp=list" in query:
+            operation = "list blobs"
+        elif "comp=blocklist" in query:
+            operation = "commit block list"
+        elif "comp=block" in query:
+            operation = "stage block"
+        elif method == "PUT":
+            operation = "put blob (one call)"
+        elif method == "GET":
+            operation = "read blob"
+        elif method == "HEAD":
+            operation = "blob properties"
+        else:
+            operation = f"{method} blob"
+        return "Blob", operation + failed
+    return "Cosmos", _cosmos_operation(method, parts, call.get("headers") or {}) + failed
+
+
+def _cosmos_operation(method: str, parts: list[str], headers: dict[str, str]) -> str:
+    if len(parts) >= 5 and parts[0] == "dbs" and parts[2] == "colls" and parts[4] == "docs":
+        container = parts[3]
+        if len(parts) == 5 and method == "POST":
+            if str(headers.get("x-ms-documentdb-isquery", "")).lower() == "true":
+                return f"query {container}"
+            if str(headers.get("x-ms-documentdb-is-upsert", "")).lower() == "true":
+                return f"upsert {container}"
+            return f"create {container}"
+        verb = {"GET": "point read", "PUT": "replace", "DELETE": "delete"}.get(method, method)
+        return f"{verb} {container}"
+    if len(parts) >= 5 and parts[4] == "pkranges":
+        return "read partition key ranges"
+    if len(parts) == 4 and parts[2] == "colls":
+        return "read container"
+    if len(parts) == 2 and parts[0] == "dbs":
+        return "read database"
+    if not parts:
+        return "read account"
+    return f"{method} {'/'.join(parts[::2])}"
+
+
+def http_totals(
+    calls: Iterable[dict[str, Any]], blob_host: str
+) -> dict[str, dict[str, Counter[str]]]:
+    """{service: {operation: Counter(count, sent, received, charge)}} of recorded calls."""
+    totals: dict[str, dict[str, Counter[str]]] = {}
+    for call in calls:
+        service, operation = http_operation(call, blob_host)
+        tally = totals.setdefault(service, {}).setdefault(operation, Counter())
+        tally["count"] += 1
+        tally["sent"] += call.get("sent") or 0
+        tally["received"] += call.get("received") or 0
+        if call.get("charge") is not None:
+            tally["charge"] += float(call["charge"])
+    return totals
+
+
+def per_turn(
+    run: dict[str, dict[str, Counter[str]]],
+    empty: dict[str, dict[str, Counter[str]]],
+    turns: int,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """RUN minus EMPTY, divided by TURNS; operations that cancel out are left out."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for service in sorted(set(run) | set(empty)):
+        ops = run.get(service, {})
+        base = empty.get(service, {})
+        for operation in sorted(set(ops) | set(base)):
+            diff = Counter(ops.get(operation, Counter()))
+            diff.subtract(base.get(operation, Counter()))
+            if diff["count"] == 0:
+                continue
+            out.setdefault(service, {})[operation] = {
+                k: round(v / turns, 3) for k, v in sorted(diff.items())
+            }
+    return out
+
+
+def servicebus_totals(snapshot: dict[str, dict[str, int]]) -> dict[str, Counter[str]]:
+    """The broker's tally as {operation: Counter(count, bytes)}."""
+    return {k: Counter(count=v["count"], bytes=v["bytes"]) for k, v in snapshot.items()}
+
+
+def tally_between(
+    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
+) -> dict[str, Counter[str]]:
+    """What the broker counted between two snapshots."""
+    out: dict[str, Counter[str]] = {}
+    for kind, now in servicebus_totals(after).items():
+        diff = Counter(now)
+        diff.subtract(servicebus_totals(before).get(kind, Counter()))
+        if diff["count"]:
+            out[kind] = diff
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Report lines for results.md
+# --------------------------------------------------------------------------------------
+def summary_cells(az: AzureRun, local_ms: float) -> tuple[str, str, str, str]:
+    """(what, this project, the limit, ratio) of the az row of the goals table."""
+    if az.skipped:
+        what = (
+            "the headline turns on the Azure backend (Service Bus test broker, Azurite, "
+            "cosmosdb-server), ratio to local"
+        )
+        return what, az.skipped, "—", "—"
+    what = f"{az.turns} headline turns on the Azure backend (stand-ins), ms/turn net of start-up"
+    ratio = f"{az.ms() / local_ms:.1f}x" if local_ms > 0 else "n/a"
+    return what, f"{az.ms():.1f} ms", f"local {local_ms:.1f} ms (case d)", ratio
+
+
+def operations_section(az: AzureRun) -> list[str]:
+    """The per-turn operations of case az, for results.md."""
+    if az.skipped:
+        return [f"Case az {az.skipped}."]
+    assert az.project is not None and az.empty is not None
+    lines = [
+        f"Case az: {az.turns} turns, `run --drain` {az.project.wall:.2f} s wall, "
+        f"{az.project.cpu:.2f} s CPU, {az.project.rss_mb:.0f} MB peak RSS; on the empty "
+        f"queue {az.empty.wall:.2f} s, {az.empty.cpu:.2f} s CPU, {az.empty.rss_mb:.0f} MB. "
+        f"Per turn net of that: {az.ms():.1f} ms wall, {az.cpu_ms():.1f} ms CPU of the worker "
+        "(the stand-ins' own CPU is not in it).",
+        "",
+        "Operations per turn (the turns' run minus the empty run, over the turns; "
+        "justification of each: [docs/capacity.md](../docs/capacity.md)):",
+        "",
+        "| service | operation | per turn | bytes sent | bytes received |",
+        "|---|---|---|---|---|",
+    ]
+    for service, ops in az.operations.items():
+        for operation, figures in ops.items():
+            sent = figures.get("sent", figures.get("bytes", 0))
+            received = figures.get("received", 0)
+            count = figures["count"]
+            lines.append(f"| {service} | {operation} | {count:g} | {sent:,.0f} | {received:,.0f} |")
+    lines += ["", *(f"- {note}" for note in az.notes)]
+    return lines
+
+
+# --------------------------------------------------------------------------------------
+# The measuring process
+# --------------------------------------------------------------------------------------
+def _emulators_module() -> Any:
+    spec = importlib.util.spec_from_file_location("emulators", ROOT / "scripts" / "emulators.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure(turns: int, scratch: Path, with_local: bool) -> AzureRun:
+    """Start what is missing, measure, stop what was started."""
+    if os.environ.get(SKIP_ENV) == "1":
+        return AzureRun(f"not run: {SKIP_ENV}=1")
+    if os.environ.get("EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"):
+        return _measure_on(turns, scratch, dict(os.environ), None, with_local)
+    started: Path | None = None
+    emulators = _emulators_module()
+    if not all(os.environ.get(name) for name in REUSE_ENV):
+        started = scratch / "emulators"
+        try:
+            os.environ.update(emulators.start(started))
+        except (SystemExit, RuntimeError, OSError) as exc:
+            emulators.stop(started)
+            return AzureRun(f"not run: Azurite or cosmosdb-server did not start ({exc})")
+    try:
+        sys.path.insert(0, str(ROOT))
+        from tests.emulated.azure_environment import azure_environment
+
+        with azure_environment() as environment:
+            run = _measure_on(turns, scratch, environment.env(), environment, with_local)
+            asyncio.run(environment.drop_database())
+            return run
+    finally:
+        if started is not None:
+            emulators.stop(started)
+
+
+def _measure_on(
+    turns: int, scratch: Path, env: dict[str, str], environment: Any, with_local: bool
+) -> AzureRun:
+    sys.path.insert(0, str(BENCH))
+    from run_all import Bench, Failed, workload
+
+    logs = scratch / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    bench = Bench(scratch, logs, "audit")
+    broker = environment.broker if environment is not None else None
+    setup = {**env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "true"}
+    run_env = {**env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "false"}
+    home = bench.home("az")
+    # The database, its containers and the blob containers, as a deployment has them.
+    nothing = logs / "nothing.json"
+    nothing.write_text("{}", encoding="utf-8")
+    created = subprocess.run(
+        [str(Path(PYTHON).with_name("export-worker")), "dev", "seed", str(nothing)],
+        cwd=home,
+        env=setup,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if created.returncode != 0:
+        raise Failed(f"az: creating the resources failed: {created.stderr[-1500:]}")
+    asyncio.run(_create_blob_containers(env))
+
+    def counted(name: str) -> tuple[Measured, list[dict[str, Any]], dict[str, Counter[str]]]:
+        calls_file = logs / f"{name}.http.json"
+        before = broker.operations() if broker else {}
+        usage, _ = bench.launch(name, [PYTHON, "-c", RUNNER, str(calls_file)], home, run_env)
+        after = broker.operations() if broker else {}
+        calls = json.loads(calls_file.read_text(encoding="utf-8"))
+        return Measured(usage.wall, usage.cpu, usage.rss_mb), calls, tally_between(before, after)
+
+    empty, empty_calls, empty_sb = counted("az-empty")
+    manifest = workload(
+        "seed-headline", home, "--turns", str(turns), "--backend", "azure", env=setup
+    )
+    project, calls, sb = counted("az-worker")
+    outcome = workload("outcome", home, "--backend", "azure", env=setup)
+    notes = _check(outcome, manifest, turns, environment, Failed)
+    blob_host = _blob_host(env)
+    operations = per_turn(http_totals(calls, blob_host), http_totals(empty_calls, blob_host), turns)
+    if broker is not None:
+        operations = {
+            "Service Bus": per_turn({"sb": sb}, {"sb": empty_sb}, turns)["sb"],
+            **operations,
+        }
+    else:
+        notes.append("Service Bus operations not counted: a namespace this run did not start")
+    local = _local(bench, turns) if with_local else None
+    return AzureRun(None, turns, project, empty, operations, tuple(notes), local)
+
+
+async def _create_blob_containers(env: dict[str, str]) -> None:
+    """The artifacts and exports containers (a deployment creates them; the worker run
+    here does not, with resource creation off as in production)."""
+    from azure.core.exceptions import ResourceExistsError
+    from azure.storage.blob.aio import BlobServiceClient
+
+    service = BlobServiceClient.from_connection_string(env["EXPORT_WORKER_BLOB_CONNECTION_STRING"])
+    async with service:
+        for name in ("ARTIFACTS_CONTAINER", "EXPORTS_CONTAINER"):
+            container = env.get(f"EXPORT_WORKER_{name}", name.split("_")[0].lower())
+            try:
+                await service.create_container(container)
+            except ResourceExistsError:
+                continue
+
+
+def _blob_host(env: dict[str, str]) -> str:
+    from urllib.parse import urlsplit
+
+    fields = dict(
+        part.split("=", 1)
+        for part in env["EXPORT_WORKER_BLOB_CONNECTION_STRING"].split(";")
+        if "=" in part
+    )
+    return urlsplit(fields.get("BlobEndpoint", "")).netloc
+
+
+def _check(
+    outcome: dict[str, Any],
+    manifest: dict[str, Any],
+    turns: int,
+    environment: Any,
+    failed: type[Exception],
+) -> list[str]:
+    """Fail unless every turn was published from its two winning artifacts, with its blob,
+    its turn record and its event right; the checks made, as notes."""
+    exports = outcome["exports"]
+    problems = []
+    if len(exports) != turns or any(e["decision"] != "published" for e in exports):
+        problems.append(f"{len(exports)} turns published, expected {turns}")
+    if outcome["dead_letters"] or outcome["unexported_decisions"]:
+        problems.append(
+            f"dead letters {outcome['dead_letters']}, {outcome['unexported_decisions']}"
+        )
+    winners = {t["turn_id"]: sorted(t["blobs"]) for t in manifest["turns"]}
+    for export in exports:
+        if sorted(export["export"]["source_artifacts"]) != winners.get(export["turn_id"]):
+            problems.append(f"{export['turn_id']} read other artifacts than its winning two")
+    notes = [f"{len(exports)} turn records `published`, each from its 2 winning artifacts"]
+    if environment is not None:
+        conversations = [t["conversation_id"] for t in manifest["turns"]]
+        blobs = asyncio.run(environment.export_blobs(conversations))
+        for export in exports:
+            data = blobs.get(export["export"]["blob"])
+            if data is None or hashlib.sha256(data).hexdigest() != export["export"]["sha256"]:
+                problems.append(f"{export['export']['blob']}: bytes do not match the record")
+        events = asyncio.run(environment.events())
+        ids = sorted(e["export"]["export_id"] for e in exports)
+        if sorted(e.get("export_id") for e in events) != ids:
+            problems.append(f"{len(events)} export.published events, not one per export")
+        if environment.active_messages():
+            problems.append(f"{environment.active_messages()} messages left on the queue")
+        shas = {e["export"]["sha256"] for e in exports}
+        notes.append(
+            f"{len(blobs)} export blobs whose sha256 matches their record "
+            f"({'all identical' if len(shas) == 1 else f'{len(shas)} distinct'}); "
+            f"{len(events)} export.published events, one per export; queue empty"
+        )
+    if problems:
+        raise failed("az: " + "; ".join(problems[:5]))
+    return notes
+
+
+def _local(bench: Any, turns: int) -> tuple[Measured, Measured]:
+    """Case d's measurement of the same turns on the local backend, in this run."""
+    from run_all import workload
+
+    empty_home = bench.home("local-empty")
+    workload("seed-empty", empty_home)
+    empty = bench.worker("local-empty", empty_home)
+    home = bench.home("local-turns")
+    workload("seed-headline", home, "--turns", str(turns))
+    project = bench.worker("local-turns", home)
+    outcome = workload("outcome", home)
+    if len(outcome["exports"]) != turns:
+        raise RuntimeError(f"local: {len(outcome['exports'])} exports, not {turns}")
+    return (
+        Measured(project.wall, project.cpu, project.rss_mb),
+        Measured(empty.wall, empty.cpu, empty.rss_mb),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--scratch", type=Path, default=None, help="a fresh folder (default: temp)")
+    parser.add_argument(
+        "--local", action="store_true", help="also measure the local backend (case d) here"
+    )
+    args = parser.parse_args(argv)
+    scratch = args.scratch or Path(tempfile.mkdtemp(prefix="export-bench-az-"))
+    run = measure(args.turns, scratch, args.local)
+    if run.local is not None and not run.skipped:
+        turns, empty = run.local
+        local_ms = (turns.wall - empty.wall) / run.turns * 1000
+        print("\n".join(operations_section(run)), file=sys.stderr)
+        print(
+            f"az {run.ms():.1f} ms/turn; local {local_ms:.1f} ms/turn; "
+            f"ratio {run.ms() / local_ms:.1f}x",
+            file=sys.stderr,
+        )
+    sys.stdout.write(json.dumps(run.to_json()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
