@@ -319,12 +319,15 @@ def _emulators_module() -> Any:
     return module
 
 
-def measure(turns: int, scratch: Path, with_local: bool) -> AzureRun:
+def measure(
+    turns: int, scratch: Path, with_local: bool, settings: dict[str, str] | None = None
+) -> AzureRun:
     """Start what is missing, measure, stop what was started."""
     if os.environ.get(SKIP_ENV) == "1":
         return AzureRun(f"not run: {SKIP_ENV}=1")
     if os.environ.get("EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"):
-        return _measure_on(turns, scratch, dict(os.environ), None, with_local)
+        env = {**os.environ, **(settings or {})}
+        return _measure_on(turns, scratch, env, None, with_local)
     started: Path | None = None
     emulators = _emulators_module()
     if not all(os.environ.get(name) for name in REUSE_ENV):
@@ -339,7 +342,9 @@ def measure(turns: int, scratch: Path, with_local: bool) -> AzureRun:
         from tests.emulated.azure_environment import azure_environment
 
         with azure_environment() as environment:
-            run = _measure_on(turns, scratch, environment.env(), environment, with_local)
+            env = environment.env(**(settings or {}))
+            pids = _started_pids(started)
+            run = _measure_on(turns, scratch, env, environment, with_local, pids)
             asyncio.run(environment.drop_database())
             return run
     finally:
@@ -348,7 +353,12 @@ def measure(turns: int, scratch: Path, with_local: bool) -> AzureRun:
 
 
 def _measure_on(
-    turns: int, scratch: Path, env: dict[str, str], environment: Any, with_local: bool
+    turns: int,
+    scratch: Path,
+    env: dict[str, str],
+    environment: Any,
+    with_local: bool,
+    node_pids: tuple[int, ...] = (),
 ) -> AzureRun:
     sys.path.insert(0, str(BENCH))
     from run_all import Bench, Failed, workload
@@ -375,10 +385,16 @@ def _measure_on(
         raise Failed(f"az: creating the resources failed: {created.stderr[-1500:]}")
     asyncio.run(_create_blob_containers(env))
 
+    stand_ins: dict[str, list[float]] = {}
+
     def counted(name: str) -> tuple[Measured, list[dict[str, Any]], dict[str, Counter[str]]]:
         calls_file = logs / f"{name}.http.json"
         before = broker.operations() if broker else {}
+        cpu_before = _stand_ins_cpu(node_pids)
         usage, _ = bench.launch(name, [PYTHON, "-c", RUNNER, str(calls_file)], home, run_env)
+        stand_ins[name] = [
+            b - a for a, b in zip(cpu_before, _stand_ins_cpu(node_pids), strict=True)
+        ]
         after = broker.operations() if broker else {}
         calls = json.loads(calls_file.read_text(encoding="utf-8"))
         return Measured(usage.wall, usage.cpu, usage.rss_mb), calls, tally_between(before, after)
@@ -399,6 +415,15 @@ def _measure_on(
         }
     else:
         notes.append("Service Bus operations not counted: a namespace this run did not start")
+    run_cpu, empty_cpu = stand_ins["az-worker"], stand_ins["az-empty"]
+    broker_ms, nodes_ms = ((r - e) / turns * 1000 for r, e in zip(run_cpu, empty_cpu, strict=True))
+    if broker is not None:
+        notes.append(
+            "CPU per turn of the test broker (a thread of the measuring process): "
+            f"{broker_ms:.0f} ms"
+        )
+    if node_pids:
+        notes.append(f"CPU per turn of Azurite and cosmosdb-server together: {nodes_ms:.0f} ms")
     local = _local(bench, turns) if with_local else None
     return AzureRun(None, turns, project, empty, operations, tuple(notes), local)
 
@@ -417,6 +442,32 @@ async def _create_blob_containers(env: dict[str, str]) -> None:
                 await service.create_container(container)
             except ResourceExistsError:
                 continue
+
+
+def _started_pids(state: Path | None) -> tuple[int, ...]:
+    """The stand-in servers this run started (scripts/emulators.py records them)."""
+    if state is None:
+        return ()
+    try:
+        return tuple(json.loads((state / "pids.json").read_text(encoding="utf-8")).values())
+    except (OSError, ValueError):
+        return ()
+
+
+def _stand_ins_cpu(node_pids: tuple[int, ...]) -> tuple[float, float]:
+    """CPU seconds so far of this process (the broker's thread; the main one only waits)
+    and of the started servers (from /proc: user, system, and their reaped children)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    servers = 0.0
+    for pid in node_pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        servers += sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return own.ru_utime + own.ru_stime, servers
 
 
 def _blob_host(env: dict[str, str]) -> str:
@@ -502,9 +553,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--local", action="store_true", help="also measure the local backend (case d) here"
     )
+    parser.add_argument(
+        "--concurrency", type=int, default=None, help="session workers (default: the setting's)"
+    )
     args = parser.parse_args(argv)
+    settings = (
+        {} if args.concurrency is None else {"EXPORT_WORKER_CONCURRENCY": str(args.concurrency)}
+    )
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="export-bench-az-"))
-    run = measure(args.turns, scratch, args.local)
+    run = measure(args.turns, scratch, args.local, settings)
     if run.local is not None and not run.skipped:
         turns, empty = run.local
         local_ms = (turns.wall - empty.wall) / run.turns * 1000
