@@ -300,8 +300,10 @@ def operations_section(az: AzureRun) -> list[str]:
     ]
     for service, ops in az.operations.items():
         for operation, figures in ops.items():
-            sent = figures.get("sent", figures.get("bytes", 0))
-            received = figures.get("received", 0)
+            sent, received = figures.get("sent", 0), figures.get("received", 0)
+            if "bytes" in figures:  # the broker's: message bytes, sent or delivered
+                delivered = operation.startswith("deliver")
+                sent, received = (0, figures["bytes"]) if delivered else (figures["bytes"], 0)
             count = figures["count"]
             lines.append(f"| {service} | {operation} | {count:g} | {sent:,.0f} | {received:,.0f} |")
     lines += ["", *(f"- {note}" for note in az.notes)]

@@ -147,7 +147,13 @@ def test_run_all_reads_back_the_az_run_and_prints_its_row_and_operations() -> No
         10,
         module.Measured(3.0, 2.0, 100.0),
         module.Measured(1.0, 1.0, 90.0),
-        {"Blob": {"read blob": {"count": 2.0, "sent": 0.0, "received": 90872.0}}},
+        {
+            "Service Bus": {
+                "deliver turn-completed": {"count": 1.0, "bytes": 533.0},
+                "send export-published": {"count": 1.0, "bytes": 660.0},
+            },
+            "Blob": {"read blob": {"count": 2.0, "sent": 0.0, "received": 90872.0}},
+        },
         ("10 turn records `published`",),
     )
     line = "noise from a library\n" + __import__("json").dumps(run.to_json()) + "\n"
@@ -159,6 +165,8 @@ def test_run_all_reads_back_the_az_run_and_prints_its_row_and_operations() -> No
     assert (ours, limit, ratio) == ("200.0 ms", "local 50.0 ms (case d)", "4.0x")
     section = "\n".join(module.operations_section(parsed))
     assert "| Blob | read blob | 2 | 0 | 90,872 |" in section
+    assert "| Service Bus | deliver turn-completed | 1 | 0 | 533 |" in section
+    assert "| Service Bus | send export-published | 1 | 660 | 0 |" in section
     assert "- 10 turn records `published`" in section
 
 
