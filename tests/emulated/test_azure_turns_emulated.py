@@ -40,11 +40,16 @@ def test_az_case_publishes_every_turn_and_counts_each_turns_operations(tmp_path:
         ("Service Bus", "settle complete"): 1,
         ("Service Bus", "send export-published"): 1,
         ("Blob", "read blob"): 2,  # exactly the two winning artifacts
+        ("Blob", "put blob (one call)"): 1,  # a 41 KB export fits one block
+        ("Cosmos", "point read turns → 404"): 1,  # the handler's; `put` reads no more
         ("Cosmos", "point read conversations"): 1,
+        ("Cosmos", "point read messages"): 1,
         ("Cosmos", "query messages"): 1,
         ("Cosmos", "create turns"): 1,
         ("Cosmos", "replace turns"): 1,
     }
     for (service, operation), count in each.items():
         assert ops[service][operation]["count"] == count, (service, operation, ops)
+    assert not {"stage block", "commit block list"} & set(ops["Blob"]), ops["Blob"]
+    assert "point read turns" not in ops["Cosmos"], ops["Cosmos"]
     assert any("sha256 matches their record" in note for note in run["notes"]), run["notes"]
