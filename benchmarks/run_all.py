@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from azure_turns import AzureRun, operations_section, summary_cells
+from azure_report import AzureRun, operations_section, summary_cells
 from azure_turns import azure_case as measure_azure
 
 BENCH = Path(__file__).resolve().parent
