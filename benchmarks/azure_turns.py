@@ -32,6 +32,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -328,7 +329,11 @@ def main(argv: list[str] | None = None) -> int:
         {} if args.concurrency is None else {"EXPORT_WORKER_CONCURRENCY": str(args.concurrency)}
     )
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="export-bench-az-"))
-    run = measure(args.turns, scratch, args.local, settings)
+    try:
+        run = measure(args.turns, scratch, args.local, settings)
+    finally:
+        if args.scratch is None:  # a folder of our own: the homes, logs and servers' data
+            shutil.rmtree(scratch, ignore_errors=True)
     if run.local is not None and not run.skipped:
         turns, empty = run.local
         local_ms = (turns.wall - empty.wall) / run.turns * 1000
