@@ -30,6 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from azure_report import AzureRun, operations_section, summary_cells
+from azure_turns import azure_case as measure_azure
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 PYTHON = sys.executable
@@ -361,42 +364,9 @@ def reach_back_case(bench: Bench) -> ReachBackRun:
     )
 
 
-@dataclass(frozen=True)
-class AzureRun:
-    """The Service Bus path (issue 10): the headline turns on the Azure backend."""
-
-    skipped: str | None
-    turns: int = 0
-    project: Usage | None = None
-    empty: Usage | None = None
-
-    def ms(self) -> float:
-        assert self.project is not None and self.empty is not None
-        return (self.project.wall - self.empty.wall) / self.turns * 1000
-
-
-# The Azure backend is configured by the environment (EXPORT_WORKER_* as for `run`): these
-# must name the Service Bus test broker, Azurite and cosmosdb-server (or real services).
-AZURE_NEEDS = (
-    "EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING",
-    "EXPORT_WORKER_BLOB_CONNECTION_STRING",
-    "EXPORT_WORKER_COSMOS_ENDPOINT",
-)
-
-
 def azure_case(bench: Bench, turns: int) -> AzureRun:
-    """Case az: the throughput case on the Azure backend, when a broker is configured."""
-    missing = [name for name in AZURE_NEEDS if not os.environ.get(name)]
-    if missing:
-        return AzureRun(f"not run: needs the broker ({', '.join(missing)} unset)")
-    env = {**os.environ, "EXPORT_WORKER_BACKEND": "azure"}
-    home = bench.home("az")
-    empty = bench.worker("az-empty", home, env)
-    workload("seed-headline", home, "--turns", str(turns), "--backend", "azure", env=env)
-    project = bench.worker("az-worker", home, env)
-    _published(workload("outcome", home, "--backend", "azure", env=env), turns)
-    shutil.rmtree(home)
-    return AzureRun(None, turns, project, empty)
+    """Case az: case d's turns on the Azure backend's stand-ins (`azure_turns.py`)."""
+    return measure_azure(bench, turns, Failed)
 
 
 def _published(outcome: dict[str, Any], count: int) -> list[dict[str, Any]]:
@@ -557,27 +527,8 @@ def summary(r: Report) -> list[str]:
         "reported",
         "—",
     )
-    if r.az.skipped:
-        row(
-            "az",
-            "the headline turns on the Azure backend (Service Bus test broker, Azurite, "
-            "cosmosdb-server), ratio to local",
-            r.az.skipped,
-            "—",
-            "—",
-            "reported",
-            "—",
-        )
-    else:
-        row(
-            "az",
-            f"{r.az.turns} headline turns on the Azure backend, ms/turn net of start-up",
-            f"{r.az.ms():.1f} ms",
-            f"local {r.d.project_ms(e):.1f} ms (case d)",
-            _ratio(r.az.ms(), r.d.project_ms(e)),
-            "reported",
-            "—",
-        )
+    what, ours, limit, ratio = summary_cells(r.az, r.d.project_ms(e))
+    row("az", what, ours, limit, ratio, "reported", "—")
     return lines
 
 
@@ -693,6 +644,10 @@ def render(r: Report, args: argparse.Namespace, seconds: float, loads: list[Any]
         "## Every measured process",
         "",
         *detail(r),
+        "",
+        "## The Service Bus path (case az)",
+        "",
+        *operations_section(r.az),
         "",
         "Artifact opens in case f were counted "
         + (

@@ -134,6 +134,10 @@ class ServiceBusBroker:
             deferred=sum(1 for m in messages if m.deferred),
         )
 
+    def operations(self) -> dict[str, dict[str, int]]:
+        """What clients asked so far, by kind, with message bytes (`tally.py`)."""
+        return self._endpoint.tally.snapshot()
+
     def open_connections(self, expected: int | None = None, timeout: float = 5.0) -> int:
         """Client connections open (to see a client leak one); with `expected`, waits up to
         `timeout` seconds for that count first, as closes arrive asynchronously."""

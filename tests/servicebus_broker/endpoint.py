@@ -33,6 +33,7 @@ from .entity import NotAllowed
 from .links import error, links_of, open_link, refuse
 from .namespace import Namespace, Node
 from .receivers import Receivers
+from .tally import Tally
 
 ASSOCIATED_LINK = "associated-link-name"
 # Standard tier: 256 KB messages (protocol guide, "Connections and sessions").
@@ -53,7 +54,8 @@ class AmqpEndpoint(Handler):
         self._connections_changed = threading.Condition(self.guard)
         self.port: int | None = None
         self.listening = threading.Event()
-        self.receivers = Receivers(namespace)
+        self.tally = Tally()
+        self.receivers = Receivers(namespace, self.tally)
         self._host = "127.0.0.1"
         self._requested_port = 0
         self._acceptor: Any = None
@@ -113,6 +115,7 @@ class AmqpEndpoint(Handler):
 
     def on_connection_remote_open(self, event: Any) -> None:
         if event.connection.state & Endpoint.LOCAL_UNINIT:
+            self.tally.note("connection")
             with self._connections_changed:
                 self._granted[event.connection] = set()
                 self._connections_changed.notify_all()
@@ -163,6 +166,7 @@ class AmqpEndpoint(Handler):
         if node.kind in ("entity", "topic"):
             link.max_message_size = MAX_MESSAGE_SIZE
         open_link(link)
+        self.tally.note(f"attach send {_kind(node)}")
         self._request_nodes[link] = node
         link.flow(INCOMING_CREDIT)
 
@@ -173,10 +177,12 @@ class AmqpEndpoint(Handler):
             refuse(link, "amqp:not-found", f"no entity {link.remote_source.address}")
         elif node.kind == "cbs":
             open_link(link)
+            self.tally.note("attach receive cbs")
         elif not self._authorized(link, node):
             return
         elif node.kind == "management":
             open_link(link)
+            self.tally.note("attach receive management")
         elif node.entity is None:
             refuse(link, management.NOT_ALLOWED, f"{node.path} cannot be received from")
         else:
@@ -189,6 +195,7 @@ class AmqpEndpoint(Handler):
         return False
 
     def on_link_remote_close(self, event: Any) -> None:
+        self.tally.note("detach")
         with self._turn():
             self.receivers.forget(event.link)
             self._request_nodes.pop(event.link, None)
@@ -198,7 +205,8 @@ class AmqpEndpoint(Handler):
     # ---- transfers --------------------------------------------------------------------------
     def on_link_flow(self, event: Any) -> None:
         with self._turn():
-            pass
+            if event.link in self.receivers:
+                self.tally.note("flow (credit)")
 
     def on_delivery(self, event: Any) -> None:
         delivery = event.delivery
@@ -220,6 +228,7 @@ class AmqpEndpoint(Handler):
         if node is None:
             delivery.update(Delivery.RELEASED)
         elif node.kind == "cbs":
+            self.tally.note("cbs put-token")
             reply, granted = cbs.put_token(message, self.key)
             if granted is not None:
                 self._granted.setdefault(link.connection, set()).add(granted)
@@ -228,10 +237,13 @@ class AmqpEndpoint(Handler):
         elif node.kind == "management":
             name = (message.properties or {}).get(ASSOCIATED_LINK)
             holder = None if name is None else self.receivers.holder(link.connection, str(name))
+            operation = str((message.properties or {}).get("operation", "")).split(":")[-1]
+            self.tally.note(f"management {operation}")
             reply = management.answer(message, node, holder, self.namespace.clock.now())
             self._reply(link, message, reply)
             delivery.update(Delivery.ACCEPTED)
         else:
+            self.tally.note(f"send {node.path}", len(data))
             try:
                 self.namespace.send(
                     node, data, wire_message.message_id(message), wire_message.session_id(message)
@@ -265,3 +277,8 @@ class AmqpEndpoint(Handler):
                 link.advance()
                 delivery.settle()  # responses go pre-settled: nothing to confirm
                 return
+
+
+def _kind(node: Node) -> str:
+    """How the tally names a node: queue (or subscription), topic, management, cbs."""
+    return "queue" if node.kind == "entity" else node.kind

@@ -34,12 +34,20 @@ from . import management, wire_message
 from .entity import Entity, LockLost, NotAllowed, SessionCannotBeLocked
 from .links import SESSION_FILTER, error, open_link, refuse, remote_property, source_filters
 from .namespace import Namespace
+from .tally import Tally
 
 LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
 OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
 # Without a `com.microsoft:timeout` an attach for the next available session waits this long.
 DEFAULT_ACCEPT_WAIT = 60.0
 TERMINAL = (Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED)
+# How the tally names a disposition (modified: an abandon or a deferral).
+_OUTCOMES = {
+    Delivery.ACCEPTED: "complete",
+    Delivery.REJECTED: "dead-letter",
+    Delivery.RELEASED: "release",
+    Delivery.MODIFIED: "abandon or defer",
+}
 
 
 @dataclass(eq=False)
@@ -70,8 +78,9 @@ class PendingAccept:
 class Receivers:
     """Every receiver link the broker serves, and the attaches still waiting for a session."""
 
-    def __init__(self, namespace: Namespace) -> None:
+    def __init__(self, namespace: Namespace, tally: Tally | None = None) -> None:
         self.namespace = namespace
+        self.tally = tally or Tally()
         self._consumers: dict[Link, Consumer] = {}
         self._pending: list[PendingAccept] = []
 
@@ -88,6 +97,7 @@ class Receivers:
     # ---- attach and detach -----------------------------------------------------------------
     def attach(self, link: Link, entity: Entity) -> None:
         """A client attached a receiver to an entity: accept it, or wait for a session."""
+        self.tally.note("attach receive queue")
         receive_and_delete = link.remote_snd_settle_mode == Link.SND_SETTLED
         filters = source_filters(link)
         if SESSION_FILTER not in filters:
@@ -114,6 +124,7 @@ class Receivers:
         except SessionCannotBeLocked as taken:
             refuse(link, management.SESSION_CANNOT_BE_LOCKED, str(taken))
             return
+        self.tally.note("accept session (named)")
         self._open_session(consumer, record.until)
 
     def _open_session(self, consumer: Consumer, until: float) -> None:
@@ -151,8 +162,10 @@ class Receivers:
                     pending.link, pending.entity, session_id, pending.receive_and_delete
                 )
                 record = pending.entity.accept_session(session_id, consumer, now)
+                self.tally.note("accept session (next available)")
                 self._open_session(consumer, record.until)
             elif time.monotonic() >= pending.deadline:
+                self.tally.note("accept session timed out")
                 refuse(pending.link, "com.microsoft:timeout", "no session was available")
             else:
                 waiting.append(pending)
@@ -181,13 +194,17 @@ class Receivers:
             if consumer.receive_and_delete:
                 consumer.entity.remove(stored)
                 delivery = link.delivery(uuid.uuid4().bytes_le)
-                link.send(wire_message.outgoing(stored))
+                encoded = wire_message.outgoing(stored)
+                self.tally.note(f"deliver {consumer.entity.path}", len(encoded))
+                link.send(encoded)
                 link.advance()
                 delivery.settle()
                 continue
             lock = consumer.entity.lock(stored, consumer, now)
             delivery = link.delivery(lock.token.bytes_le)
-            link.send(wire_message.outgoing(stored, lock_token=lock.token, locked_until=lock.until))
+            encoded = wire_message.outgoing(stored, lock_token=lock.token, locked_until=lock.until)
+            self.tally.note(f"deliver {consumer.entity.path}", len(encoded))
+            link.send(encoded)
             link.advance()
             consumer.tokens[delivery] = lock.token
         if link.drain_mode and link.credit > 0:
@@ -204,6 +221,7 @@ class Receivers:
         if delivery.remote_state not in TERMINAL:
             consumer.tokens[delivery] = token  # not an outcome yet
             return
+        self.tally.note(f"settle {_OUTCOMES.get(delivery.remote_state, 'other')}")
         outcome = self._settle(consumer, token, delivery)
         if not delivery.settled:  # the client waits for the outcome
             delivery.update(outcome)

@@ -144,19 +144,38 @@ class AzureBlobUpload:
             del self._buffer[: self._block_size]
 
     async def commit(self) -> None:
-        """Stage the rest and commit the block list: the blob appears whole, with its settings."""
+        """Stage the rest and commit the block list: the blob appears whole, with its settings.
+
+        An export that never filled a block is one Put Blob instead (the same whole blob and
+        settings, one write operation where staging and committing take two).
+        """
         self._check_open()
+        settings = ContentSettings(
+            content_type=self._info.content_type,
+            content_disposition=content_disposition(self._info.file_name),
+        )
+        metadata = encode_metadata(self._info.metadata)
+        if not self._block_ids:
+            await guarded(
+                self._blob.upload_blob(
+                    bytes(self._buffer),
+                    overwrite=True,
+                    content_settings=settings,
+                    metadata=metadata,
+                ),
+                self._timeout,
+            )
+            self._buffer.clear()
+            self._finished = True
+            return
         if self._buffer:
             await self._stage(bytes(self._buffer))
             self._buffer.clear()
         await guarded(
             self._blob.commit_block_list(
                 [BlobBlock(block_id, BlockState.UNCOMMITTED) for block_id in self._block_ids],
-                content_settings=ContentSettings(
-                    content_type=self._info.content_type,
-                    content_disposition=content_disposition(self._info.file_name),
-                ),
-                metadata=encode_metadata(self._info.metadata),
+                content_settings=settings,
+                metadata=metadata,
             ),
             self._timeout,
         )

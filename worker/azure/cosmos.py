@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -37,6 +38,10 @@ PAGE_SIZE = 100
 THROTTLE_RETRIES = 5
 CONNECTION_RETRIES = 3
 PUT_ATTEMPTS = 5
+# Turn records whose state this process last saw (an ETag, or ABSENT), so that `put` writes
+# without reading first; bounded, oldest forgotten first.
+KNOWN_RECORDS = 4096
+ABSENT = ""
 # cosmosdb-server answers a point read of a missing item with a 500 unless this is sent.
 EMULATOR_HEADERS = {"x-ms-documentdb-query-enablecrosspartition": "true"}
 _SYSTEM_KEYS = ("_rid", "_self", "_etag", "_attachments", "_ts")
@@ -228,13 +233,16 @@ class AzureLedger:
         """Share `account` with the store to use one client (default: an own one)."""
         self._account = (account or CosmosAccount(settings)).acquire()
         self._turns = settings.turns_container
+        self._known: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     async def get(self, conversation_id: str, turn_id: str) -> TurnRecord | None:
         """The turn record, or None."""
         try:
             doc = await self._account.read(self._turns, turn_id, conversation_id)
         except NotFound:
+            self._remember((conversation_id, turn_id), ABSENT)
             return None
+        self._remember((conversation_id, turn_id), doc.get("_etag"))
         return TurnRecord.model_validate(without_system_keys(doc))
 
     async def put(self, record: TurnRecord) -> None:
@@ -242,22 +250,30 @@ class AzureLedger:
 
         A lost race (412/409) re-reads and converges: when the winner's record is already
         `published` with its event sent it is final and is kept, else ours is written again.
+        The first attempt skips the read when this process read or wrote the record last
+        (`get`, an earlier `put`): a stale view fails the same way and re-reads.
         """
         doc = record.model_dump(mode="json")
         proxy = await self._account.container(self._turns)
         timeout = self._account.timeout
+        key = (doc["conversation_id"], doc["id"])
+        known = self._known.pop(key, None)
         for attempt in range(PUT_ATTEMPTS):
-            try:
-                current = await self._account.read(self._turns, doc["id"], doc["conversation_id"])
-            except NotFound:
-                current = None
-            if attempt > 0 and current is not None and is_final(current):
-                return
+            current: Mapping[str, Any] | None
+            if attempt == 0 and known is not None:
+                current = None if known == ABSENT else {"_etag": known}
+            else:
+                try:
+                    current = await self._account.read(self._turns, doc["id"], key[0])
+                except NotFound:
+                    current = None
+                if attempt > 0 and current is not None and is_final(current):
+                    return
             try:
                 if current is None:
-                    await guarded(proxy.create_item(doc), timeout)
+                    written = await guarded(proxy.create_item(doc), timeout)
                 else:
-                    await guarded(
+                    written = await guarded(
                         proxy.replace_item(
                             doc["id"],
                             doc,
@@ -266,10 +282,20 @@ class AzureLedger:
                         ),
                         timeout,
                     )
+                self._remember(key, written.get("_etag"))
                 return
             except Conflict:
                 continue
         raise Conflict(f"turn record kept changing under {PUT_ATTEMPTS} writes")
+
+    def _remember(self, key: tuple[str, str], etag: str | None) -> None:
+        """Keep what a read or write showed of a record (nothing without an ETag)."""
+        if etag is None:
+            return
+        self._known[key] = etag
+        self._known.move_to_end(key)
+        while len(self._known) > KNOWN_RECORDS:
+            self._known.popitem(last=False)
 
     async def list_turns(self, conversation_id: str) -> list[TurnRecord]:
         """The conversation's turn records ordered by seq (records without one last)."""

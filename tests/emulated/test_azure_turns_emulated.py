@@ -1,0 +1,55 @@
+"""Case az of the benchmarks on the stand-ins scripts/test-emulated starts: the measuring
+process runs the real `run --drain` on two headline turns, checks their outcome, and
+counts what each turn asked of Service Bus, Blob Storage and Cosmos DB."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.emulated.azure_environment import emulators_missing
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+pytestmark = pytest.mark.emulated
+
+
+def test_az_case_publishes_every_turn_and_counts_each_turns_operations(tmp_path: Path) -> None:
+    reason = emulators_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "azure_turns.py"), "--turns", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads(proc.stdout.splitlines()[-1])
+    assert run["skipped"] is None
+    ops = run["operations"]
+    each = {
+        ("Service Bus", "accept session (next available)"): 1,
+        ("Service Bus", "deliver turn-completed"): 1,
+        ("Service Bus", "settle complete"): 1,
+        ("Service Bus", "send export-published"): 1,
+        ("Blob", "read blob"): 2,  # exactly the two winning artifacts
+        ("Blob", "put blob (one call)"): 1,  # a 41 KB export fits one block
+        ("Cosmos", "point read turns → 404"): 1,  # the handler's; `put` reads no more
+        ("Cosmos", "point read conversations"): 1,
+        ("Cosmos", "point read messages"): 1,
+        ("Cosmos", "query messages"): 1,
+        ("Cosmos", "create turns"): 1,
+        ("Cosmos", "replace turns"): 1,
+    }
+    for (service, operation), count in each.items():
+        assert ops[service][operation]["count"] == count, (service, operation, ops)
+    assert not {"stage block", "commit block list"} & set(ops["Blob"]), ops["Blob"]
+    assert "point read turns" not in ops["Cosmos"], ops["Cosmos"]
+    assert any("sha256 matches their record" in note for note in run["notes"]), run["notes"]
