@@ -4,12 +4,14 @@ call, and a sender replaced after our deadline cut a send short. No broker neede
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusMessage
 from azure_factories import isolated_settings
 
+from worker.azure.credentials import servicebus_tls
 from worker.azure.servicebus import AzureQueue, Sending
 from worker.ports import TransientError
 
@@ -36,6 +38,25 @@ def test_sessions_are_accepted_without_sdk_retries_and_everything_else_keeps_the
             await queue.close()
 
     asyncio.run(main())
+
+
+def test_every_service_bus_client_shares_one_verifying_tls_context() -> None:
+    # The SDK builds a context per AMQP connection (one per receiver) when given none,
+    # loading the CA bundle each time; ours is built once and verifies as the SDK's would.
+    settings = isolated_settings(servicebus_connection_string=EMULATOR)
+
+    async def main() -> None:
+        queue = AzureQueue(settings)
+        try:
+            contexts = {id(queue._sessions_client._ssl_context), id(queue._client._ssl_context)}
+            assert contexts == {id(servicebus_tls())}
+        finally:
+            await queue.close()
+
+    asyncio.run(main())
+    context = servicebus_tls()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] > 0
 
 
 class Sender:

@@ -7,8 +7,11 @@ never put in an exception message, never kept on an adapter.
 
 from __future__ import annotations
 
+import ssl
+from functools import cache
 from typing import Any
 
+import certifi
 from azure.core.credentials_async import AsyncTokenCredential
 from azure.cosmos.aio import CosmosClient
 from azure.identity.aio import DefaultAzureCredential
@@ -60,11 +63,22 @@ def cosmos_client(
     return CosmosClient(settings.cosmos_endpoint, credential=credential, **options), credential
 
 
+@cache
+def servicebus_tls() -> ssl.SSLContext:
+    """The TLS context of every Service Bus connection this process opens: the SDK's own
+    settings (TLS client, certifi's CA bundle), built once. Left to the SDK, each AMQP
+    connection (one per receiver) loads the CA bundle again: ~50 ms of CPU per turn."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(certifi.where())
+    return context
+
+
 def servicebus_client(
     settings: Settings, credential: AsyncTokenCredential | None = None, **options: Any
 ) -> tuple[ServiceBusClient, AsyncTokenCredential | None]:
     """A Service Bus client and the token credential it owns (None with a connection
     string, or when `credential`, owned by the caller, is given to share)."""
+    options.setdefault("ssl_context", servicebus_tls())
     if settings.servicebus_connection_string is not None:
         secret = settings.servicebus_connection_string.get_secret_value()
         return ServiceBusClient.from_connection_string(secret, **options), None
