@@ -10,7 +10,6 @@ returns.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -46,6 +45,7 @@ from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import TurnRecord
 from schemas.validation import first_error
+from worker.artifact_json import parse_artifact_json
 from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
@@ -199,6 +199,8 @@ class TurnHandler:
                 spool.extend(ref.action, collector.feed(ref, artifact.result))
             except RecursionError:  # parsed, but too deep to walk: bad input, not a bug
                 raise _too_deep(ref.artifact) from None
+            finally:
+                del artifact  # spooled: not alive while the next one is read and parsed
 
     async def _artifact(self, path: str) -> Artifact:
         chunks: list[bytes] = []
@@ -211,8 +213,10 @@ class TurnHandler:
                 chunks.append(chunk)
         except NotFound:
             raise RetryableError("artifact_missing", f"artifact {path} not found") from None
+        data = b"".join(chunks)
+        del chunks  # one copy of the bytes while parsing (msgspec makes no str of them)
         try:
-            return Artifact.model_validate(json.loads(b"".join(chunks)))
+            return Artifact.model_validate(parse_artifact_json(data))
         except (ValueError, pydantic.ValidationError):
             raise PermanentError("artifact_invalid", f"artifact {path} is not JSON") from None
         except RecursionError:
