@@ -1,23 +1,19 @@
-"""How close pure Python can get to the bare pipeline on the row path: the floor, measured.
+"""How close the row path gets to the bare pipeline, and which of its steps the bare one skips.
 
 In one process, over the same pages of telemetry rows (PAGES artifacts of ROWS rows, as JSON
-bytes in memory), three pipelines from artifact bytes to csv bytes:
+bytes in memory; no start-up, no file I/O), from artifact bytes to csv bytes:
 
-- bare: orjson.loads each page, `csv.writer.writerows` of its rows (the limit of run_all.py
-  without start-up and file I/O);
-- per row: today's row path with every per-row prototype of prototypes.py (msgspec parse,
-  flat-row clean, msgspec digest, filtered de-dup search, pickled spool, fast csv cells):
-  one Python call chain per row, as the collector and the serialiser are shaped today;
-- per page: the same rules applied a page at a time with C-level primitives where a whole
-  page allows it (every row a flat dict of text and numbers with the same known keys in the
-  same order, no text cell a spreadsheet would run or that needs quoting beyond `,` and
-  `"`): keys, types and secrets checked once per page, digests by `map(hash, map(encode,
-  rows))`, the page's value tuples spooled in one `marshal.dumps` (exact for JSON values,
-  read back by this process only), the csv by `csv.writer.writerows`. A page that fails a
-  check takes the per-row path, so the output is the same whatever the input.
+- bare: orjson.loads each page, `csv.writer.writerows` of its rows (the limit of run_all.py);
+- the worker's row path, with its own functions, in the order `worker/handler.py` calls
+  them: parse (`parse_artifact_json`), clean (`RowCleaner`), digest (`row_digests`),
+  de-duplicate across pages (`DigestSet`, inside `RowCollector.feed`), spool (`RowSpool`,
+  written and read back), cells (`action_rows_cells`) and csv (`csv_chunks`).
 
-The three csv outputs must be byte-identical (checked). µs per row and the ratio to bare
-give the floor of the row path; start-up and file I/O are measured by run_all.py.
+The two csv outputs must be byte-identical (checked). Each step of the row path is timed
+alone on the previous step's output, so the table says which steps the bare pipeline also
+does (parse, csv) and which it skips (clean, digest, de-dup, spool, cells): the latter are
+the price of the contract (secrets dropped, exact cross-page de-duplication, counts known
+before the first byte is written), the floor of the ratio in pure Python.
 
     .venv/bin/python benchmarks/floor.py                       # 10 x 100,000 and 100 x 10,000
     .venv/bin/python benchmarks/floor.py --quick
@@ -27,15 +23,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import io
-import marshal
-import math
 import sys
 import time
-from array import array
 from collections.abc import Callable
-from functools import partial
-from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -44,21 +36,19 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import prototypes
 from workloads import telemetry_page
 
 from handlers.dataset import RowCollector
-from handlers.file_layout import action_cells, layout
-from handlers.rows import is_secret_key
-from handlers.selection import ResultRef, Selection
-from handlers.serialisers.csv_file import _record, csv_chunks
+from handlers.digest_set import DigestSet
+from handlers.file_layout import action_rows_cells, layout
+from handlers.row_digest import row_digests
+from handlers.rows import RowCleaner, locate_rows
+from handlers.selection import ResultRef
+from handlers.serialisers.csv_file import csv_chunks
+from worker.artifact_json import parse_artifact_json
 from worker.spool import RowSpool
 
-_IS_STR = partial(type.__instancecheck__, str)
-_IS_FLOAT = partial(type.__instancecheck__, float)
-_PLAIN = frozenset({str, int, float})
-_FORMULA_AFTER_SEPARATOR = tuple(f"\x1f{c}" for c in "=+-@\t ")
-_MASK = (1 << 64) - 1
+ACTION = "h"
 
 
 def pages_bytes(pages: int, rows: int) -> list[bytes]:
@@ -67,7 +57,7 @@ def pages_bytes(pages: int, rows: int) -> list[bytes]:
         orjson.dumps(
             {
                 "call_id": f"c{p}",
-                "name": "h",
+                "name": ACTION,
                 "arguments": {},
                 "result": telemetry_page(p, rows, pages * rows),
             }
@@ -93,162 +83,127 @@ def bare(data: list[bytes]) -> bytes:
     return out.getvalue().encode("utf-8")
 
 
-def per_row(data: list[bytes], patched: bool) -> bytes:
-    """The collector, spool and serialiser as shaped today; with or without the prototypes."""
-    from handlers import dataset
-
-    saved = (dataset.clean_row, dataset._digest, dataset.RowCollector._page)
-    if patched:
-        prototypes.apply(["clean", "digest", "seen"])
-    try:
-        return _per_row(data, patched)
-    finally:
-        dataset.clean_row, dataset._digest, dataset.RowCollector._page = saved  # type: ignore[method-assign]
-
-
-def _per_row(data: list[bytes], patched: bool) -> bytes:
-    loads = prototypes.loads if patched else __import__("json").loads
-    spool_type: Any = prototypes.PickleSpool if patched else RowSpool
+def row_path(data: list[bytes]) -> bytes:
+    """The worker's row path end to end, as the handler runs it."""
     collector = RowCollector(None)
-    with spool_type() as spool:
+    with RowSpool() as spool:
         for order, raw in enumerate(data):
-            ref = ResultRef("t", "h", f"c{order}", f"a{order}", None, order)
-            for row in collector.feed(ref, loads(raw)["result"]):
-                spool.append("h", row)
+            ref = ResultRef("t", ACTION, f"c{order}", f"a{order}", None, order)
+            spool.extend(ACTION, collector.feed(ref, parse_artifact_json(raw)["result"]))
         selection = collector.select()
         shape = layout("csv", None, selection)
-        cells = (
-            (prototypes.action_cells if patched else action_cells)(row, "h", selection, shape)
-            for row in spool.rows("h")
-        )
-        chunks = (prototypes.csv_chunks if patched else csv_chunks)(shape.header, cells)
-        return b"".join(chunks)
+        cells = action_rows_cells(spool.rows(ACTION), ACTION, selection, shape)
+        return b"".join(csv_chunks(shape.header, cells))
 
 
 # --------------------------------------------------------------------------------------
-def flat_keys(rows: list[dict[str, Any]]) -> tuple[str, ...] | None:
-    """The keys of a page every row of which has the same known non-secret keys, in the same
-    order, and only text or numbers as values; None when a row does not."""
-    if not rows:
-        return None
-    keys = tuple(rows[0])
-    if any(not isinstance(k, str) or is_secret_key(k) for k in keys):
-        return None
-    if not all(map(keys.__eq__, map(tuple, rows))):
-        return None
-    if not _PLAIN.issuperset(map(type, chain.from_iterable(map(dict.values, rows)))):
-        return None
-    return keys
+def steps(data: list[bytes], repeat: int) -> list[tuple[str, float]]:
+    """Seconds of each step of the row path, each run alone on the previous one's output."""
+    timed: list[tuple[str, float]] = []
 
+    def step(name: str, work: Callable[[], Any]) -> Any:
+        seconds, out = best(work, repeat)
+        timed.append((name, seconds))
+        return out
 
-def csv_ready(rows: list[tuple[Any, ...]]) -> bool:
-    """Whether csv.writer writes these rows of cells as the worker's rules do: finite
-    floats, and text cells without line breaks, surrogates or a formula start (quotes and
-    commas are quoted the same way by both)."""
-    values = list(chain.from_iterable(rows))
-    if not all(map(math.isfinite, filter(_IS_FLOAT, values))):
-        return False
-    text = "\x1f" + "\x1f".join(filter(_IS_STR, values))
-    if "\r" in text or "\n" in text or any(map(text.__contains__, _FORMULA_AFTER_SEPARATOR)):
-        return False
-    return text.isascii() or not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+    results = step("parse (msgspec)", lambda: [parse_artifact_json(raw)["result"] for raw in data])
+    pages = step(
+        "clean (RowCleaner)",
+        lambda: (lambda c: [c.rows(locate_rows(r)) for r in results])(RowCleaner()),
+    )
+    digests = step("digest (row_digests)", lambda: [row_digests(rows) for rows in pages])
 
+    def dedup() -> None:
+        earlier = DigestSet()
+        for page in digests:
+            if len(earlier):
+                earlier.absent(page)
+            earlier.add_all(page)
 
-def per_page(data: list[bytes]) -> bytes:
-    """The page-at-a-time path (a page that does not qualify is not handled here: the
-    benchmark's pages all do, and the per-row path above is what they would take)."""
-    earlier = prototypes.DigestTable()
-    spool = io.BytesIO()
-    columns: dict[str, None] = {}
-    for raw in data:
-        rows = prototypes.loads(raw)["result"]["items"]
-        keys = flat_keys(rows)
-        if keys is None:
-            raise NotImplementedError("a page the bulk path does not take")
-        texts = list(map(prototypes._SORTED_JSON, rows))
-        if b"null" in b"".join(texts):  # a non-finite float: the canonical text decides
-            digests = [prototypes.digest(row) for row in rows]
-        else:
-            digests = [d & _MASK for d in map(hash, texts)]
-        del texts
-        values = list(map(tuple, map(dict.values, rows)))  # cells in `keys` order
-        if earlier.count or earlier.zero:
-            kept_at = [i for i, d in enumerate(digests) if d not in earlier]
-            if len(kept_at) < len(values):
-                values = [values[i] for i in kept_at]
-                digests = [digests[i] for i in kept_at]
-        columns.update(dict.fromkeys(keys))
-        blob = marshal.dumps((keys, values))  # exact for JSON values; this process only
-        spool.write(len(blob).to_bytes(8, "little") + blob)
-        earlier.add_page(array("Q", digests))
-        del rows, digests, values
-    header = tuple(columns)
-    selection = _selection(header)
+    step("de-dup (DigestSet)", dedup)
+
+    def spool_round_trip() -> list[dict[str, Any]]:
+        with RowSpool() as spool:
+            for rows in pages:
+                spool.extend(ACTION, rows)
+            return list(spool.rows(ACTION))
+
+    rows = step("spool (write + read back)", spool_round_trip)
+    collector = RowCollector(None)
+    for order, result in enumerate(results):
+        collector.feed(ResultRef("t", ACTION, f"c{order}", f"a{order}", None, order), result)
+    selection = collector.select()
     shape = layout("csv", None, selection)
-    out = io.StringIO(newline="")
-    writer = csv.writer(out)
-    out.write("\ufeff" + _record(shape.header))
-    spool.seek(0)
-    while size := int.from_bytes(spool.read(8), "little"):
-        keys, values = marshal.loads(spool.read(size))
-        if keys == header and csv_ready(values):
-            writer.writerows(values)
-        else:
-            for cells in values:
-                row = dict(zip(keys, cells, strict=True))
-                line = prototypes.csv_line(action_cells(row, "h", selection, shape), len(header))
-                out.write(line + "\r\n")
-    return out.getvalue().encode("utf-8")
+    cells = step(
+        "cells (action_rows_cells)",
+        lambda: list(action_rows_cells(rows, ACTION, selection, shape)),
+    )
+    step("csv (csv_chunks)", lambda: b"".join(csv_chunks(shape.header, cells)))
+    return timed
 
 
-def _selection(columns: tuple[str, ...]) -> Selection:
-    return Selection(("h",), False, None, columns, 0, (), False)
+def bare_steps(data: list[bytes], repeat: int) -> list[tuple[str, float]]:
+    """The bare pipeline's two steps, timed the same way."""
+    timed: list[tuple[str, float]] = []
+    seconds, pages = best(lambda: [orjson.loads(raw)["result"]["items"] for raw in data], repeat)
+    timed.append(("parse (orjson)", seconds))
+    header = list(pages[0][0])
+
+    def write() -> bytes:
+        out = io.StringIO(newline="")
+        writer = csv.writer(out)
+        writer.writerow(header)
+        for items in pages:
+            writer.writerows(map(itemgetter(*header), items))
+        return out.getvalue().encode("utf-8")
+
+    timed.append(("csv (csv.writer)", best(write, repeat)[0]))
+    return timed
 
 
-# --------------------------------------------------------------------------------------
-def best(work: Callable[[], bytes], repeat: int) -> tuple[float, bytes]:
-    times, out = [], b""
+def best(work: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """The fastest of `repeat` runs, the cyclic garbage collector off: the steps keep every
+    page's output alive at once, which the collector would walk again and again (the row
+    path itself holds one page at a time; its figure moves by a few % either way)."""
+    times, out = [], None
     for _ in range(repeat):
-        started = time.perf_counter()
-        out = work()
-        times.append(time.perf_counter() - started)
+        gc.collect()
+        gc.disable()
+        try:
+            started = time.perf_counter()
+            out = work()
+            times.append(time.perf_counter() - started)
+        finally:
+            gc.enable()
     return min(times), out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", default="10x100000,100x10000", help="PAGESxROWS,...")
-    parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--today", action="store_true", help="also time today's per-row path")
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
         args.shapes, args.repeat = "10x2000", 1
-    print("| pages × rows | pipeline | µs/row | ratio to bare | same bytes as bare |")
+    print("| pages × rows | pipeline or step | µs/row | ratio to bare | same bytes as bare |")
     print("|---|---|---|---|---|")
-    for shape in args.shapes.split(","):
-        pages, rows = (int(x) for x in shape.split("x"))
+    for text in args.shapes.split(","):
+        pages, rows = (int(x) for x in text.split("x"))
         data = pages_bytes(pages, rows)
         total = pages * rows
+        label = f"{pages} × {rows:,}"
         t_bare, reference = best(lambda data=data: bare(data), args.repeat)
-        runs: list[tuple[str, Callable[[], bytes]]] = [
-            ("per page (prototype)", lambda data=data: per_page(data)),
-            ("per row, every prototype", lambda data=data: per_row(data, True)),
-        ]
-        if args.today:
-            runs.append(("per row, today", lambda data=data: per_row(data, False)))
+        t_path, out = best(lambda data=data: row_path(data), args.repeat)
+        print(f"| {label} | bare (orjson + csv.writer) | {t_bare * 1e6 / total:.2f} | 1.0x | — |")
+        for name, seconds in bare_steps(data, args.repeat):
+            print(f"| {label} | bare: {name} | {seconds * 1e6 / total:.2f} | | |")
         print(
-            f"| {pages} × {rows:,} | bare (orjson + csv.writer) | {t_bare * 1e6 / total:.2f} "
-            "| 1.0x | — |",
-            flush=True,
+            f"| {label} | **the row path** | {t_path * 1e6 / total:.2f} | "
+            f"**{t_path / t_bare:.1f}x** | {out == reference} |"
         )
-        for name, work in runs:
-            seconds, out = best(work, args.repeat)
-            print(
-                f"| {pages} × {rows:,} | {name} | {seconds * 1e6 / total:.2f} | "
-                f"{seconds / t_bare:.1f}x | {out == reference} |",
-                flush=True,
-            )
+        for name, seconds in steps(data, args.repeat):
+            print(f"| {label} | row path: {name} | {seconds * 1e6 / total:.2f} | | |", flush=True)
     return 0
 
 

@@ -72,10 +72,11 @@ def stage(frames: list[str]) -> str:
 
 # The steps of a turn, by the innermost project function a sample is in (first match wins).
 GROUPS: dict[str, tuple[str, ...]] = {
-    "row path: spool (json per row)": ("RowSpool.",),
-    "row path: digest": ("_digest",),
-    "row path: de-dup search": ("_seen",),
+    "row path: spool": ("RowSpool.",),
+    "row path: digest": ("row_digest",),
+    "row path: de-dup": ("DigestSet.",),
     "row path: clean / extract": (
+        "RowCleaner.",
         "_clean",
         "clean_row",
         "is_secret_key",
@@ -85,10 +86,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "normalize_key",
     ),
     "row path: collector loop": ("RowCollector._page", "RowCollector.feed", "TurnHandler._fetch"),
-    "row path: cells": ("action_cells", "_cells", "finish_row"),
+    "row path: cells": ("action_cells", "action_rows_cells", "_cells", "finish_row"),
     "row path: csv serialiser": ("csv_file.py", "serialisers/__init__.py", "export_file.py"),
     "xlsx serialiser": ("xlsx_file.py",),
-    "artifact read + parse": ("TurnHandler._artifact", "LocalBlobs.read"),
+    "artifact read + parse": ("TurnHandler._artifact", "LocalBlobs.read", "parse_artifact_json"),
     "start-up: imports": ("start-up",),
     "event loop (select, callbacks), CLI": ("outside the project", "_with_backend", "Runtime."),
 }

@@ -596,10 +596,19 @@ def machine() -> list[str]:
     return [
         f"- machine: {os.cpu_count()} × {model}, {memory:.0f} GiB, {platform.system()} "
         f"{platform.release()}",
-        f"- Python {platform.python_version()}; local backend (SQLite + files) on {_filesystem()}",
+        f"- Python {platform.python_version()}; local backend (SQLite + files) on {_filesystem()}; "
+        "the project's bytecode compiled beforehand, as an installed wheel has it",
         f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         f"- commit: {commit}{' plus uncommitted changes' if dirty else ''}",
     ]
+
+
+def compile_bytecode() -> None:
+    """Write the project's bytecode caches, as installing a wheel does: with
+    PYTHONDONTWRITEBYTECODE set (as on CI machines) an editable install would otherwise
+    compile every module of the worker from source on each start (~0.2 s)."""
+    packages = [str(ROOT / name) for name in ("worker", "handlers", "schemas")]
+    subprocess.run([PYTHON, "-m", "compileall", "-q", *packages], check=True)
 
 
 def _git(*args: str) -> str:
@@ -730,6 +739,7 @@ def main(argv: list[str] | None = None) -> int:
     logs = scratch / "logs"
     logs.mkdir()
     bench = Bench(scratch, logs, opens)
+    compile_bytecode()
     bench.note_load("start")
     started = time.perf_counter()
     try:

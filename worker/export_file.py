@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from handlers.publishing import Written
@@ -43,14 +45,15 @@ async def write_export(
     digest = hashlib.sha256()
     total = 0
     try:
-        for chunk in _chunks(fmt, columns, rows, csv_bom=csv_bom):
-            total += len(chunk)
-            if total > max_bytes:
-                raise TooLarge(f"the file passes the {max_bytes} byte cap")
-            digest.update(chunk)
-            await upload.write(chunk)
-            await checkpoint("during_blob")
-            await asyncio.sleep(0)  # let lock renewal and shutdown run between chunks
+        with contextlib.ExitStack() as files:
+            for chunk in await _chunks(fmt, columns, rows, csv_bom=csv_bom, files=files):
+                total += len(chunk)
+                if total > max_bytes:
+                    raise TooLarge(f"the file passes the {max_bytes} byte cap")
+                digest.update(chunk)
+                await upload.write(chunk)
+                await checkpoint("during_blob")
+                await asyncio.sleep(0)  # let lock renewal and shutdown run between chunks
         await upload.commit()
     except BaseException:
         await upload.abort()
@@ -63,8 +66,13 @@ def content_type(fmt: ExportFormat) -> str:
     return CONTENT_TYPES[fmt]
 
 
-def _chunks(
-    fmt: ExportFormat, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, csv_bom: bool
+async def _chunks(
+    fmt: ExportFormat,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    csv_bom: bool,
+    files: contextlib.ExitStack,
 ) -> Iterator[bytes]:
     if fmt == "csv":
         return csv_chunks(columns, rows, bom=csv_bom)
@@ -72,14 +80,11 @@ def _chunks(
         return json_chunks(columns, rows)
     if fmt == "xml":
         return xml_chunks(columns, rows)
-    return _xlsx_chunks(columns, rows)
-
-
-def _xlsx_chunks(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[bytes]:
-    # xlsxwriter's constant-memory mode writes through temporary files; the zip lands in
-    # another temporary file that is then streamed like the other formats.
-    with tempfile.TemporaryFile() as sink:
-        write_xlsx(columns, rows, sink)
-        sink.seek(0)
-        while chunk := sink.read(1 << 20):
-            yield chunk
+    # A workbook is a zip: written whole (through xlsxwriter's constant-memory temporary
+    # files) before its first byte can be read. That takes minutes for a million rows, so it
+    # runs in a worker thread and the event loop keeps renewing the session lock meanwhile
+    # (blocked, the lock ran out and the turn was taken from it, again and again).
+    sink = files.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 (closed by `files`)
+    await asyncio.to_thread(write_xlsx, columns, rows, sink)
+    sink.seek(0)
+    return iter(partial(sink.read, 1 << 20), b"")

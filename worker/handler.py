@@ -10,7 +10,6 @@ returns.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -23,7 +22,7 @@ from handlers import publishing
 from handlers import turn as story
 from handlers.dataset import RowCollector
 from handlers.errors import PermanentError, RetryableError
-from handlers.file_layout import action_cells, table_cells
+from handlers.file_layout import action_rows_cells, table_cells
 from handlers.phases import (
     Ending,
     ExportPlan,
@@ -46,6 +45,7 @@ from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import TurnRecord
 from schemas.validation import first_error
+from worker.artifact_json import parse_artifact_json
 from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
@@ -199,6 +199,8 @@ class TurnHandler:
                 spool.extend(ref.action, collector.feed(ref, artifact.result))
             except RecursionError:  # parsed, but too deep to walk: bad input, not a bug
                 raise _too_deep(ref.artifact) from None
+            finally:
+                del artifact  # spooled: not alive while the next one is read and parsed
 
     async def _artifact(self, path: str) -> Artifact:
         chunks: list[bytes] = []
@@ -211,8 +213,10 @@ class TurnHandler:
                 chunks.append(chunk)
         except NotFound:
             raise RetryableError("artifact_missing", f"artifact {path} not found") from None
+        data = b"".join(chunks)
+        del chunks  # one copy of the bytes while parsing (msgspec makes no str of them)
         try:
-            return Artifact.model_validate(json.loads(b"".join(chunks)))
+            return Artifact.model_validate(parse_artifact_json(data))
         except (ValueError, pydantic.ValidationError):
             raise PermanentError("artifact_invalid", f"artifact {path} is not JSON") from None
         except RecursionError:
@@ -318,8 +322,7 @@ def _cells(plan: ExportPlan, spool: RowSpool) -> Iterator[Sequence[Any]]:
     selection = plan.selection
     assert selection is not None
     for action in selection.actions:  # one dataset after another, in first-call order
-        for row in spool.rows(action):
-            yield action_cells(row, action, selection, plan.layout)
+        yield from action_rows_cells(spool.rows(action), action, selection, plan.layout)
 
 
 def _log_published(record: TurnRecord) -> None:

@@ -184,6 +184,10 @@ def configure_tracing(environ: Mapping[str, str] | None = None) -> Tracing:
     env = os.environ if environ is None else environ
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return Tracing()
+    names = _exporter_names(env)
+    if not names and not env.get("APPLICATIONINSIGHTS_CONNECTION_STRING"):
+        # Nothing receives spans: the SDK is not even imported (~0.1 s of start-up).
+        return Tracing()
     try:
         from opentelemetry import trace
         from opentelemetry.sdk.resources import Resource
@@ -199,7 +203,6 @@ def configure_tracing(environ: Mapping[str, str] | None = None) -> Tracing:
         else:
             configure_azure_monitor()  # reads the connection string from the environment
             return Tracing(trace.get_tracer(SERVICE_NAME))
-    names = _exporter_names(env)
     if not names:
         return Tracing()
     resource = Resource.create({} if "OTEL_SERVICE_NAME" in env else {"service.name": SERVICE_NAME})

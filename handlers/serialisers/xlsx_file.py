@@ -25,8 +25,6 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, Final
 
-import xlsxwriter
-
 from handlers.serialisers import aligned
 from handlers.serialisers.csv_file import cell_text
 
@@ -60,6 +58,9 @@ def write_xlsx(
     """One sheet, frozen bold header, numbers as numbers, text always text, constant memory."""
     if len(columns) > MAX_XLSX_COLUMNS:
         raise ValueError(f"more than {MAX_XLSX_COLUMNS} columns do not fit in a sheet")
+    # Imported here: every other format (and start-up) does without it.
+    import xlsxwriter
+
     workbook = xlsxwriter.Workbook(sink, _OPTIONS)
     workbook.set_properties({"created": created})
     # Always close: in constant-memory mode the rows sit in a temp file only close removes.

@@ -1,0 +1,110 @@
+"""Local blobs: few trips to a worker thread per call (issue 10, per-turn cost), same bytes.
+
+Each `asyncio.to_thread` hand-off costs the event loop a future, a wake-up and a GIL
+round trip; a turn reads two small artifacts and writes one small export, so those calls
+are counted here, and the bytes checked at the chunk boundaries the shortcuts rely on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from worker.local import blobs as local_blobs
+from worker.local.blobs import WRITE_BUFFER_BYTES, LocalBlobs
+from worker.ports import BlobInfo, NotFound
+
+INFO = BlobInfo(content_type="text/csv; charset=utf-8", file_name="x.csv", metadata={})
+CHUNK = 1024
+
+
+@pytest.fixture
+def handoffs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    seen: list[str] = []
+    real = asyncio.to_thread
+
+    async def counted(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        seen.append(getattr(func, "__name__", repr(func)))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(local_blobs.asyncio, "to_thread", counted)
+    yield seen
+
+
+def _read(blobs: LocalBlobs, path: str) -> list[bytes]:
+    async def main() -> list[bytes]:
+        return [chunk async for chunk in blobs.read(path, CHUNK)]
+
+    return asyncio.run(main())
+
+
+def test_a_blob_smaller_than_a_chunk_is_read_in_one_handoff(
+    tmp_path: Path, handoffs: list[str]
+) -> None:
+    blobs = LocalBlobs(tmp_path)
+    asyncio.run(blobs.put("artifacts/a.json", b"x" * (CHUNK - 1)))
+    handoffs.clear()
+    assert _read(blobs, "artifacts/a.json") == [b"x" * (CHUNK - 1)]
+    assert len(handoffs) == 1
+
+
+@pytest.mark.parametrize("size", [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK])
+def test_reads_give_the_same_chunks_at_every_boundary(tmp_path: Path, size: int) -> None:
+    blobs = LocalBlobs(tmp_path)
+    data = bytes(i % 251 for i in range(size))
+    asyncio.run(blobs.put("artifacts/a.json", data))
+    expected = [data[i : i + CHUNK] for i in range(0, size, CHUNK)]
+    assert _read(blobs, "artifacts/a.json") == expected
+
+
+def test_a_missing_blob_is_still_not_found_on_the_first_iteration(tmp_path: Path) -> None:
+    with pytest.raises(NotFound):
+        _read(LocalBlobs(tmp_path), "artifacts/missing.json")
+
+
+def test_a_small_upload_writes_its_bytes_in_the_commits_handoff(
+    tmp_path: Path, handoffs: list[str]
+) -> None:
+    blobs = LocalBlobs(tmp_path)
+
+    async def main() -> None:
+        upload = await blobs.upload("exports/c/t/x.csv", INFO)
+        for _ in range(10):
+            await upload.write(b"a,b\r\n" * 100)
+        await upload.commit()
+
+    asyncio.run(main())
+    assert handoffs == ["_stage", "install"]
+    assert (tmp_path / "exports/c/t/x.csv").read_bytes() == b"a,b\r\n" * 1000
+
+
+def test_a_large_upload_is_written_a_buffer_at_a_time_in_order(tmp_path: Path) -> None:
+    blobs = LocalBlobs(tmp_path)
+    chunks = [bytes([i]) * 65536 for i in range(40)]  # 2.5 buffers
+
+    async def main() -> None:
+        upload = await blobs.upload("exports/c/t/x.csv", INFO)
+        for chunk in chunks:
+            await upload.write(chunk)
+        await upload.commit()
+
+    asyncio.run(main())
+    assert sum(map(len, chunks)) > 2 * WRITE_BUFFER_BYTES
+    assert (tmp_path / "exports/c/t/x.csv").read_bytes() == b"".join(chunks)
+
+
+def test_an_aborted_upload_leaves_nothing_even_with_bytes_buffered(tmp_path: Path) -> None:
+    blobs = LocalBlobs(tmp_path)
+
+    async def main() -> None:
+        upload = await blobs.upload("exports/c/t/x.csv", INFO)
+        await upload.write(b"half a file")
+        await upload.abort()
+
+    asyncio.run(main())
+    assert not (tmp_path / "exports/c/t/x.csv").exists()
+    assert list((tmp_path / ".staging").iterdir()) == []
