@@ -249,6 +249,31 @@ def test_an_expired_lock_frees_the_message_and_the_session(queue_factory: Any) -
     run(body, queue_factory)
 
 
+def test_the_queue_dead_letters_a_message_after_ten_deliveries_without_a_verdict(
+    queue_factory: Any,
+) -> None:
+    # Service Bus's maxDeliveryCount (10, as infra/main.bicep sets it): a message whose
+    # deliveries keep ending unsettled (abandoned, or a lock lost each time) is not
+    # redelivered without end; the next message of its session is delivered instead.
+    async def body(queue: Queue) -> None:
+        await send_all(queue, new_session_id(), b"stuck", b"next")
+        session = await accept(queue, queue_factory)
+        for count in range(1, 11):
+            message = await receive(session, queue_factory)
+            assert (message.body, message.delivery_count) == (b"stuck", count)
+            await session.abandon(message)
+        following = await receive(session, queue_factory)
+        assert following.body == b"next"
+        await session.complete(following)
+        [dead] = await queue.dead_letters()
+        assert (dead.sequence_number, dead.reason) == (
+            message.sequence_number,
+            "MaxDeliveryCountExceeded",
+        )
+
+    run(body, queue_factory)
+
+
 @pytest.mark.parametrize("settle", ["complete", "abandon", "dead_letter", "receive", "renew"])
 def test_settling_after_the_lock_expired_raises_lock_lost(queue_factory: Any, settle: str) -> None:
     clock = needs_clock(queue_factory)

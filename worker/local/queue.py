@@ -43,6 +43,12 @@ T = TypeVar("T")
 
 # How often an empty accept/receive looks again while it may still wait.
 POLL_SECONDS = 0.05
+# As a Service Bus queue's `maxDeliveryCount` (infra/main.bicep: 10): a message whose
+# deliveries ended this many times without a verdict (abandoned, or its lock expired: a
+# killed worker, a lost lock) is dead-lettered by the queue itself, so nothing is
+# redelivered without end. The worker's own MAX_ATTEMPTS (5) acts before it on failures.
+MAX_DELIVERY_COUNT = 10
+MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queue_messages (
@@ -368,16 +374,32 @@ class LocalSession:
 
     def _take_head(self, connection: sqlite3.Connection) -> tuple[QueueMessage, str] | None:
         now = self._check_session(connection)
-        row = connection.execute(
-            f"SELECT {_MESSAGE_COLUMNS}, visible_at, lock_token, locked_until"
-            " FROM queue_messages WHERE state = 'active' AND session_id = ?"
-            " ORDER BY sequence_number LIMIT 1",
-            (self.session_id,),
-        ).fetchone()
-        if row is None or row["visible_at"] > now:
-            return None
-        if row["lock_token"] is not None and row["locked_until"] > now:
-            return None
+        while True:
+            row = connection.execute(
+                f"SELECT {_MESSAGE_COLUMNS}, visible_at, lock_token, locked_until"
+                " FROM queue_messages WHERE state = 'active' AND session_id = ?"
+                " ORDER BY sequence_number LIMIT 1",
+                (self.session_id,),
+            ).fetchone()
+            if row is None or row["visible_at"] > now:
+                return None
+            if row["lock_token"] is not None and row["locked_until"] > now:
+                return None
+            if row["delivery_count"] < MAX_DELIVERY_COUNT:
+                break
+            # Every earlier delivery ended without a verdict: the queue dead-letters it,
+            # as Service Bus does, and the session goes on with its next message.
+            connection.execute(
+                "UPDATE queue_messages SET state = 'dead', lock_token = NULL,"
+                " locked_until = NULL, dead_letter_reason = ?, dead_letter_description = ?,"
+                " dead_lettered_at = ? WHERE sequence_number = ?",
+                (
+                    MAX_DELIVERY_REASON,
+                    f"delivered {row['delivery_count']} times without being settled",
+                    rfc3339(now),
+                    row["sequence_number"],
+                ),
+            )
         token = uuid.uuid4().hex
         connection.execute(
             "UPDATE queue_messages SET lock_token = ?, locked_until = ?,"
