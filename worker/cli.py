@@ -9,74 +9,24 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import click
 
 from worker import logs
-from worker.backends import open_adapters, open_backend
+from worker.cli_context import Failure, print_json, show, with_backend, with_seeding
+from worker.cli_dlq import dlq
 from worker.operations import Operations
-from worker.ports import Backend, DeadLetteredMessage, NotFound
-from worker.retry_policy import RetryPolicy
+from worker.ports import Backend, NotFound
 from worker.sending import enqueue
 from worker.serving import serve
 from worker.settings import Settings
 from worker.status_report import status_fields, status_lines
-from worker.testing.seeding import Seeded, Seeding, seed, seeding
+from worker.testing.seeding import Seeded, Seeding, seed
 from worker.testing.settings import HarnessSettings
 from worker.turn_report import turn_lines
-
-T = TypeVar("T")
-
-
-class Failure(Exception):
-    """A failure to report in one line with exit code 1."""
-
-
-def _with_backend(work: Callable[[Backend, Settings], Awaitable[T]]) -> T:
-    settings = Settings()
-    inject = HarnessSettings().fault_injection()  # None unless a harness asks for faults
-
-    async def main() -> T:
-        backend = await open_backend(settings, inject=inject)
-        try:
-            return await work(backend, settings)
-        finally:
-            await backend.close()
-
-    return asyncio.run(main())
-
-
-def _with_seeding(work: Callable[[Seeding], Awaitable[T]]) -> T:
-    """Run `work` on the configured adapters in their test and development roles."""
-    settings = Settings()
-
-    async def main() -> T:
-        adapters = await open_adapters(settings)
-        try:
-            return await work(seeding(adapters, RetryPolicy.from_settings(settings)))
-        finally:
-            await adapters.close()
-
-    return asyncio.run(main())
-
-
-def _print_json(items: list[dict[str, Any]]) -> None:
-    click.echo(json.dumps(items, ensure_ascii=False, indent=None))
-
-
-def _show(
-    items: list[dict[str, Any]], as_json: bool, line: Callable[[dict[str, Any]], str]
-) -> None:
-    """One JSON array with --json, else one line per item."""
-    if as_json:
-        _print_json(items)
-        return
-    for item in items:
-        click.echo(line(item))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,6 +36,9 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
     """Turn a chat agent's retrieved data into the file the user asked for."""
     ctx.obj = log_level
     logs.configure(level=log_level, default="warning")
+
+
+cli.add_command(dlq)
 
 
 # --------------------------------------------------------------------------------------
@@ -131,7 +84,7 @@ def send(source: Any) -> None:
             await enqueue(backend.queue, body)
         return len(bodies)
 
-    count = _with_backend(work)
+    count = with_backend(work)
     click.echo(f"enqueued {count} event(s)", err=True)
 
 
@@ -164,7 +117,7 @@ def dev_seed(fixture: Path) -> None:
     async def work(target: Seeding) -> Seeded:
         return await seed(target, data)
 
-    done = _with_seeding(work)
+    done = with_seeding(work)
     click.echo(
         f"seeded {done.conversations} conversation(s), {done.messages} message(s), "
         f"{done.artifacts} artifact(s), {done.events} event(s)",
@@ -180,8 +133,8 @@ def dev_events(as_json: bool) -> None:
     async def work(target: Seeding) -> list[dict[str, Any]]:
         return await target.events.sent()
 
-    _show(
-        _with_seeding(work),
+    show(
+        with_seeding(work),
         as_json,
         lambda e: (
             f"{e.get('export_id')}  {e.get('format')}  {e.get('row_count')} rows  "
@@ -205,8 +158,8 @@ def turns_list(conversation: str, as_json: bool) -> None:
     async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
         return [r.model_dump(mode="json") for r in await backend.ledger.list_turns(conversation)]
 
-    _show(
-        _with_backend(work),
+    show(
+        with_backend(work),
         as_json,
         lambda r: (
             f"{r.get('seq')}  {r.get('turn_id')}  {r.get('decision')}  "
@@ -226,11 +179,11 @@ def turns_show(turn_id: str, conversation: str, as_json: bool) -> None:
         record = await backend.ledger.get(conversation, turn_id)
         return None if record is None else record.model_dump(mode="json")
 
-    record = _with_backend(work)
+    record = with_backend(work)
     if record is None:
         raise Failure(f"no turn record {turn_id!r} in conversation {conversation!r}")
     if as_json:
-        _print_json([record])
+        print_json([record])
         return
     for line in turn_lines(record):
         click.echo(line)
@@ -246,7 +199,7 @@ def status(as_json: bool) -> None:
         latest = await backend.ledger.latest_export()
         return status_fields(stats, latest, datetime.now(UTC), settings.backend)
 
-    fields = _with_backend(work)
+    fields = with_backend(work)
     if as_json:
         click.echo(json.dumps(fields, ensure_ascii=False))
         return
@@ -277,8 +230,8 @@ def exports_list(conversation: str | None, as_json: bool) -> None:
             if r.export is not None
         ]
 
-    _show(
-        _with_backend(work),
+    show(
+        with_backend(work),
         as_json,
         lambda e: f"{e['export_id']}  {e['format']}  {e['row_count']} rows  {e['blob']}",
     )
@@ -310,118 +263,10 @@ def exports_get(export_id: str, output: Path | None) -> None:
         except NotFound:
             raise Failure(f"export {export_id!r} is recorded but its blob is missing") from None
 
-    _with_backend(work)
+    with_backend(work)
 
 
 # --------------------------------------------------------------------------------------
-@cli.group()
-def dlq() -> None:
-    """The dead-letter queue: list, show, replay, purge."""
-
-
-@dlq.command("list")
-@click.option("--reason", default=None, help="Only this reason.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
-def dlq_list(reason: str | None, as_json: bool) -> None:
-    """Dead-lettered messages, oldest first."""
-
-    async def work(backend: Backend, _: Settings) -> list[DeadLetteredMessage]:
-        return await backend.queue.dead_letters(reason)
-
-    _show(
-        [d.summary() for d in _with_backend(work)],
-        as_json,
-        lambda d: (
-            f"{d['sequence_number']}  {d['reason']}  {d['session_id'] or '-'}  {d['description']}"
-        ),
-    )
-
-
-@dlq.command("show")
-@click.argument("sequence_number", type=int)
-def dlq_show(sequence_number: int) -> None:
-    """One dead-lettered message with its body and properties."""
-
-    async def work(backend: Backend, _: Settings) -> DeadLetteredMessage:
-        try:
-            return await backend.queue.dead_letter_entry(sequence_number)
-        except NotFound:
-            raise Failure(f"no dead-lettered message {sequence_number}") from None
-
-    entry = _with_backend(work)
-    shown = entry.summary()
-    shown["properties"] = dict(entry.properties)
-    shown["body"] = entry.body.decode("utf-8", "replace")
-    click.echo(json.dumps(shown, ensure_ascii=False, indent=2))
-
-
-def _selected(
-    entries: list[DeadLetteredMessage], numbers: tuple[int, ...], take_all: bool, reason: str | None
-) -> list[DeadLetteredMessage]:
-    if take_all == bool(numbers):
-        raise click.UsageError("name SEQUENCE_NUMBER… or --all (one of the two)")
-    if take_all:
-        return [d for d in entries if reason is None or d.reason == reason]
-    by_number = {d.sequence_number: d for d in entries}
-    missing = [n for n in numbers if n not in by_number]
-    if missing:
-        raise Failure(f"no dead-lettered message {missing[0]}")
-    return [by_number[n] for n in numbers if reason is None or by_number[n].reason == reason]
-
-
-@dlq.command("replay")
-@click.argument("sequence_numbers", nargs=-1, type=int)
-@click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
-@click.option("--reason", default=None, help="Only those with this reason.")
-@click.option("--dry-run", is_flag=True, help="Say what would be replayed; change nothing.")
-def dlq_replay(
-    sequence_numbers: tuple[int, ...], take_all: bool, reason: str | None, dry_run: bool
-) -> None:
-    """Re-send dead-lettered bodies on their sessions, then remove the dead-lettered copies."""
-
-    async def work(backend: Backend, _: Settings) -> int:
-        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, take_all, reason)
-        if dry_run:
-            for d in chosen:
-                click.echo(f"would replay {d.sequence_number}  {d.reason}  {d.session_id or '-'}")
-            return len(chosen)
-        from rich.progress import Progress
-
-        with Progress(console=_stderr_console(), disable=len(chosen) < 20) as progress:
-            task = progress.add_task("replaying", total=len(chosen))
-            for d in chosen:
-                await backend.queue.replay(d.sequence_number)
-                progress.advance(task)
-        return len(chosen)
-
-    count = _with_backend(work)
-    click.echo(f"{'would replay' if dry_run else 'replayed'} {count} message(s)", err=True)
-
-
-@dlq.command("purge")
-@click.argument("sequence_numbers", nargs=-1, type=int)
-@click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
-@click.option("--yes", is_flag=True, help="Confirm: purged messages are gone for good.")
-def dlq_purge(sequence_numbers: tuple[int, ...], take_all: bool, yes: bool) -> None:
-    """Delete dead-lettered messages for good."""
-    if not yes:
-        raise click.UsageError("purge deletes for good: add --yes")
-
-    async def work(backend: Backend, _: Settings) -> int:
-        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, take_all, None)
-        for d in chosen:
-            await backend.queue.purge(d.sequence_number)
-        return len(chosen)
-
-    click.echo(f"purged {_with_backend(work)} message(s)", err=True)
-
-
-def _stderr_console() -> Any:
-    from rich.console import Console
-
-    return Console(stderr=True)
-
-
 # --------------------------------------------------------------------------------------
 def _fail(code: int, message: str) -> NoReturn:
     click.echo(f"export-worker: {message}", err=True)

@@ -1,0 +1,121 @@
+"""`export-worker dlq`: the dead-letter queue's list, show, replay and purge
+(docs/contract/cli.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from worker.cli_context import Failure, show, with_backend
+from worker.ports import Backend, DeadLetteredMessage, NotFound
+from worker.settings import Settings
+
+
+@click.group()
+def dlq() -> None:
+    """The dead-letter queue: list, show, replay, purge."""
+
+
+@dlq.command("list")
+@click.option("--reason", default=None, help="Only this reason.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def dlq_list(reason: str | None, as_json: bool) -> None:
+    """Dead-lettered messages, oldest first."""
+
+    async def work(backend: Backend, _: Settings) -> list[DeadLetteredMessage]:
+        return await backend.queue.dead_letters(reason)
+
+    show(
+        [d.summary() for d in with_backend(work)],
+        as_json,
+        lambda d: (
+            f"{d['sequence_number']}  {d['reason']}  {d['session_id'] or '-'}  {d['description']}"
+        ),
+    )
+
+
+@dlq.command("show")
+@click.argument("sequence_number", type=int)
+def dlq_show(sequence_number: int) -> None:
+    """One dead-lettered message with its body and properties."""
+
+    async def work(backend: Backend, _: Settings) -> DeadLetteredMessage:
+        try:
+            return await backend.queue.dead_letter_entry(sequence_number)
+        except NotFound:
+            raise Failure(f"no dead-lettered message {sequence_number}") from None
+
+    entry = with_backend(work)
+    shown = entry.summary()
+    shown["properties"] = dict(entry.properties)
+    shown["body"] = entry.body.decode("utf-8", "replace")
+    click.echo(json.dumps(shown, ensure_ascii=False, indent=2))
+
+
+def _selected(
+    entries: list[DeadLetteredMessage], numbers: tuple[int, ...], take_all: bool, reason: str | None
+) -> list[DeadLetteredMessage]:
+    if take_all == bool(numbers):
+        raise click.UsageError("name SEQUENCE_NUMBER… or --all (one of the two)")
+    if take_all:
+        return [d for d in entries if reason is None or d.reason == reason]
+    by_number = {d.sequence_number: d for d in entries}
+    missing = [n for n in numbers if n not in by_number]
+    if missing:
+        raise Failure(f"no dead-lettered message {missing[0]}")
+    return [by_number[n] for n in numbers if reason is None or by_number[n].reason == reason]
+
+
+@dlq.command("replay")
+@click.argument("sequence_numbers", nargs=-1, type=int)
+@click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
+@click.option("--reason", default=None, help="Only those with this reason.")
+@click.option("--dry-run", is_flag=True, help="Say what would be replayed; change nothing.")
+def dlq_replay(
+    sequence_numbers: tuple[int, ...], take_all: bool, reason: str | None, dry_run: bool
+) -> None:
+    """Re-send dead-lettered bodies on their sessions, then remove the dead-lettered copies."""
+
+    async def work(backend: Backend, _: Settings) -> int:
+        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, take_all, reason)
+        if dry_run:
+            for d in chosen:
+                click.echo(f"would replay {d.sequence_number}  {d.reason}  {d.session_id or '-'}")
+            return len(chosen)
+        from rich.progress import Progress
+
+        with Progress(console=_stderr_console(), disable=len(chosen) < 20) as progress:
+            task = progress.add_task("replaying", total=len(chosen))
+            for d in chosen:
+                await backend.queue.replay(d.sequence_number)
+                progress.advance(task)
+        return len(chosen)
+
+    count = with_backend(work)
+    click.echo(f"{'would replay' if dry_run else 'replayed'} {count} message(s)", err=True)
+
+
+@dlq.command("purge")
+@click.argument("sequence_numbers", nargs=-1, type=int)
+@click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
+@click.option("--yes", is_flag=True, help="Confirm: purged messages are gone for good.")
+def dlq_purge(sequence_numbers: tuple[int, ...], take_all: bool, yes: bool) -> None:
+    """Delete dead-lettered messages for good."""
+    if not yes:
+        raise click.UsageError("purge deletes for good: add --yes")
+
+    async def work(backend: Backend, _: Settings) -> int:
+        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, take_all, None)
+        for d in chosen:
+            await backend.queue.purge(d.sequence_number)
+        return len(chosen)
+
+    click.echo(f"purged {with_backend(work)} message(s)", err=True)
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
