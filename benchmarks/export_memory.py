@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +35,6 @@ HEADER = (
     "| baseline MB | peak MB | peak - baseline MB | seconds | rows/s |"
 )
 FORMATS = ("csv", "json", "xml", "xlsx")
-REQUEST = {
-    "csv": "create a csv",
-    "json": "export it as json",
-    "xml": "create an xml file",
-    "xlsx": "create an xlsx file",
-}
-START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -59,119 +52,33 @@ class Case:
 
 
 # --------------------------------------------------------------------------------------
-# Seeding (parent process: its memory is never measured)
+# Seeding (a child process of its own: the parent never imports the worker)
 # --------------------------------------------------------------------------------------
-def page_result(page: int, rows_per_page: int, total: int) -> dict[str, Any]:
-    """One page of telemetry as the tool returned it; rows are unique across pages."""
-    first = page * rows_per_page
-    items = []
-    for k in range(first, first + rows_per_page):
-        at = START + timedelta(seconds=k)
-        items.append(
-            {
-                "timestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "parameter": "BatteryVoltage1",
-                "value": round(12.0 + (k % 997) / 1000, 3),
-                "unit": "V",
-            }
-        )
-    return {
-        "instance_id": "sat-07",
-        "page": page + 1,
-        "page_size": rows_per_page,
-        "total": total,
-        "items": items,
-    }
-
-
 async def seed(home: Path, case: Case) -> int:
-    """Write the conversation, its 4 messages, PAGES artifacts and the event; largest page bytes."""
-    from handlers.compaction import build_citation
+    """The rows case of `workloads.py` (4 messages, PAGES artifacts, the event) in HOME;
+    the largest page's bytes."""
+    from workloads import seed_rows
+
     from worker.local.backend import open_local_backend
 
-    cid, tid = "conv_mem", "turn_mem_1"
     backend = open_local_backend(home)
     try:
-        store = backend.store
-        await store.put_conversation(
-            {"id": cid, "user_id": "user_bench", "participants": [], "deleted": False}
-        )
-        base = {
-            "conversation_id": cid,
-            "turn_id": tid,
-            "deleted": False,
-            "created_at": "2026-11-20T09:00:00Z",
-        }
-        calls, results, largest = [], [], 0
-        for page in range(case.pages):
-            call_id = f"call_{page:04d}"
-            arguments = {
-                "instance_id": "sat-07",
-                "parameter": "BatteryVoltage1",
-                "page": page + 1,
-                "page_size": case.rows_per_page,
-            }
-            result = page_result(page, case.rows_per_page, case.rows)
-            path = f"artifacts/{cid}/{tid}/{call_id}.json"
-            data = json.dumps(
-                {
-                    "call_id": call_id,
-                    "name": "list_parameter_history",
-                    "arguments": arguments,
-                    "result": result,
-                },
-                separators=(",", ":"),
-            ).encode()
-            largest = max(largest, len(data))
-            await backend.blobs.put(path, data)
-            calls.append({"id": call_id, "name": "list_parameter_history", "arguments": arguments})
-            results.append(
-                {
-                    "call_id": call_id,
-                    "name": "list_parameter_history",
-                    "success": True,
-                    "citation": build_citation(result),
-                    "artifact": path,
-                }
-            )
-            del result, data
-        user_text = f"Retrieve the BatteryVoltage1 history for sat-07 and {REQUEST[case.fmt]}"
-        await store.put_message(
-            {**base, "id": "m1", "seq": 1, "role": "user", "content": user_text}
-        )
-        await store.put_message(
-            {**base, "id": "m2", "seq": 2, "role": "assistant", "content": "", "tool_calls": calls}
-        )
-        await store.put_message({**base, "id": "m3", "seq": 3, "role": "tool", "results": results})
-        reply = f"I retrieved {case.rows} BatteryVoltage1 samples in {case.pages} pages."
-        await store.put_message(
-            {**base, "id": "m4", "seq": 4, "role": "assistant", "content": reply, "tool_calls": []}
-        )
-        event = {
-            "type": "turn.completed",
-            "version": 1,
-            "event_id": "evt_mem_1",
-            "occurred_at": "2026-11-20T09:01:00Z",
-            "conversation_id": cid,
-            "user_id": "user_bench",
-            "turn_id": tid,
-            "user_message_id": "m1",
-            "reply_message_id": "m4",
-            "history_limit": 10,
-        }
-        await backend.queue.send(json.dumps(event).encode(), cid, message_id="evt_mem_1")
+        seeded = await seed_rows(backend, home, case.pages, case.rows_per_page, case.fmt)
     finally:
         await backend.close()
-    return largest
+    return int(seeded["largest_bytes"])
 
 
 async def exported(home: Path) -> dict[str, Any]:
     """What the run left: the turn record's decision, rows and bytes."""
+    from workloads import ROWS_CONVERSATION
+
     from worker.local.backend import open_local_backend
 
     backend = open_local_backend(home)
     try:
-        records = [r.model_dump(mode="json") for r in await backend.ledger.list_turns("conv_mem")]
+        turns = await backend.ledger.list_turns(ROWS_CONVERSATION)
+        records = [r.model_dump(mode="json") for r in turns]
     finally:
         await backend.close()
     if len(records) != 1:

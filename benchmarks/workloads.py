@@ -48,6 +48,7 @@ REQUESTS = {
 }
 START = datetime(2026, 1, 1, tzinfo=UTC)
 USER = "user_bench"
+ROWS_CONVERSATION = "conv_rows"  # the rows case's conversation (seed_rows)
 CREATED = "2026-11-20T09:00:00Z"
 
 
@@ -79,7 +80,7 @@ async def seed_rows(
     backend: Backend, home: Path, pages: int, rows: int, fmt: str
 ) -> dict[str, Any]:
     """The rows case: 4 messages, PAGES artifacts; the user asks for FMT, the reply has no table."""
-    cid, tid = "conv_rows", "turn_rows_1"
+    cid, tid = ROWS_CONVERSATION, "turn_rows_1"
     await backend.store.put_conversation({"id": cid, "user_id": USER, "participants": []})
     base = {"conversation_id": cid, "turn_id": tid, "deleted": False, "created_at": CREATED}
     calls, results, paths, largest = [], [], [], 0
