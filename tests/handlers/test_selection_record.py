@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_turn import Chat, drive, samples
+from test_turn import Chat, drive, history_then_a_csv_two_turns_later, samples
 
 from handlers import phases
 from schemas.records import ExportSelection
@@ -107,15 +107,7 @@ def test_rule_combined_marks_every_group_chosen() -> None:
 
 
 def test_rule_reach_back_newest_lists_the_phase_1_scan() -> None:
-    chat = Chat()
-    chat.user("get the history")
-    chat.tools(("history", samples(450)), ("history", samples(900, 450)))
-    chat.reply("I have 900 samples.")
-    chat.user("what is the instance?")
-    chat.tools(("get_facts", {"name": "sat-07"}))
-    chat.reply("sat-07")
-    chat.user("create a csv")
-    chat.reply("Here is the file.")
+    chat = history_then_a_csv_two_turns_later()
     selection, plan = why(chat)
     assert plan.row_source == "prior_turn" and selection.rule == "reach_back_newest"
     assert [(g.turn_id, *t) for g, t in zip(selection.groups, groups(selection), strict=True)] == [

@@ -427,7 +427,8 @@ def test_comparable_groups_are_combined_with_source_action() -> None:
     assert [r["Source action"] for r in rows] == ["a", "a", "b", "b", "b"]
 
 
-def test_reach_back_reads_only_the_winning_group_of_an_earlier_turn() -> None:
+def history_then_a_csv_two_turns_later() -> Chat:
+    """900 samples in two pages, a discovery turn, then "create a csv" with no tool call."""
     chat = Chat()
     chat.user("get the history")
     chat.tools(("history", samples(450)), ("history", samples(900, 450)))
@@ -437,6 +438,11 @@ def test_reach_back_reads_only_the_winning_group_of_an_earlier_turn() -> None:
     chat.reply("sat-07")
     chat.user("create a csv")
     chat.reply("Here is the file.")
+    return chat
+
+
+def test_reach_back_reads_only_the_winning_group_of_an_earlier_turn() -> None:
+    chat = history_then_a_csv_two_turns_later()
     outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
     assert isinstance(outcome, phases.ExportPlan)
     assert outcome.row_source == "prior_turn" and len(rows) == 900
