@@ -132,7 +132,7 @@ def _plain_records(rows: list[Sequence[Any]], width: int) -> str | None:
     """The rows' records when no cell needs a rule, checked a column at a time in C; else
     None. Such a column holds only text no rule touches, only finite floats (their repr) or
     only integers (no bools); every row is full and has a comma, so none is blank."""
-    if width < 2 or any(len(row) != width for row in rows):
+    if width < 2 or set(map(len, rows)) != {width}:
         return None
     texts: list[Sequence[str]] = []
     for column in zip(*rows, strict=True):
