@@ -102,7 +102,7 @@ def test_a_small_upload_writes_its_bytes_in_the_commits_handoff(
         await upload.commit()
 
     asyncio.run(main())
-    assert handoffs == ["install"]  # staged on the loop; written, synced and moved in one trip
+    assert handoffs == ["_stage", "install"]
     assert (tmp_path / "exports/c/t/x.csv").read_bytes() == b"a,b\r\n" * 1000
 
 
