@@ -76,6 +76,10 @@ _TRUNCATION: Final = re.compile(r"…\[truncated \d+ chars\]$")
 def words(text: str) -> Iterator[str]:
     """Every word of a text, split by the relevance rules and lower-cased."""
     for piece in _PIECES.findall(text):
+        # Most pieces hold no boundary: all lower-case letters, or all digits.
+        if (piece.isalpha() and piece.islower()) or piece.isdecimal():
+            yield piece.lower()
+            continue
         start = 0
         for at in range(1, len(piece)):
             before, char = piece[at - 1], piece[at]

@@ -6,10 +6,11 @@ small buffer they live in anonymous temporary files that disappear on close. Eac
 has its own file, so the export reads each selected dataset once, in the order it wants,
 even when its pages were fetched interleaved with another action's.
 
-Rows are written a batch at a time with `marshal`, each batch behind its length. marshal
-gives back exactly what went in (big integers, NaN and -0.0, text with lone surrogates,
-key order) at a fraction of the cost of JSON lines; its format is private to one Python
-version, which is all a temporary file read back by the process that wrote it needs.
+Rows are written a batch at a time with `marshal`, each batch behind its length; the last,
+partial batch is read back from memory. marshal gives back exactly what went in (big
+integers, NaN and -0.0, text with lone surrogates, key order) at a fraction of the cost of
+JSON lines; its format is private to one Python version, which is all a temporary file
+read back by the process that wrote it needs.
 """
 
 from __future__ import annotations
@@ -60,13 +61,15 @@ class RowSpool:
         spooled = self._files.get(action)
         if spooled is None:
             return
-        self._flush(action)
         spooled.seek(0)
         while header := spooled.read(_LENGTH_BYTES):
             batch: list[dict[str, Any]] = marshal.loads(
                 spooled.read(int.from_bytes(header, "little"))
             )
             yield from batch
+        # The rows not yet written (fewer than a batch) as they are: a small dataset never
+        # goes through marshal at all.
+        yield from list(self._pending[action])
 
     def close(self) -> None:
         """Drop the spooled rows."""

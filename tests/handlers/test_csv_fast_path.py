@@ -70,3 +70,32 @@ def test_the_file_is_byte_for_byte_what_the_cell_rules_write(
     chunks = list(csv_chunks(columns, rows, bom=bom, chunk_size=chunk_size))
     assert b"".join(chunks) == expected
     assert all(len(chunk) >= chunk_size for chunk in chunks[:-1])
+
+
+COLUMN_KINDS = st.sampled_from(
+    [
+        st.one_of(TRICKY_TEXT, st.text(max_size=6)),
+        # Plain text with one character a rule may apply to, so that a column holds it alone.
+        *(st.text(alphabet="abc019.:TZ" + c, max_size=8) for c in '",\r\n=+-@\t \ud800\x00'),
+        st.floats(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.integers(),
+        st.booleans(),
+        st.none(),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), width=st.integers(min_value=1, max_value=4), bom=st.booleans())
+def test_columns_of_one_kind_are_byte_for_byte_what_the_cell_rules_write(
+    data: Any, width: int, bom: bool
+) -> None:
+    # Full rows whose columns each hold one kind of value take the column-wise path; the
+    # row count crosses its batch boundary.
+    kinds = [data.draw(COLUMN_KINDS) for _ in range(width)]
+    count = data.draw(st.integers(min_value=0, max_value=150))
+    rows = [[data.draw(kind) for kind in kinds] for _ in range(count)]
+    columns = [f"c{i}" for i in range(width)]
+    expected = b"".join(rule_by_rule(columns, rows, bom, 4096))
+    assert b"".join(csv_chunks(columns, rows, bom=bom, chunk_size=4096)) == expected

@@ -3,9 +3,13 @@ it means."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_turn import Chat, decision_of, drive
 
 from handlers import turn as story
@@ -246,3 +250,24 @@ def test_carried_request_is_scored_by_its_original_text() -> None:
     assert decision_of(outcome) == "published" and outcome.facts.carried
     assert isinstance(outcome, story.ExportPlan) and outcome.why is not None
     assert outcome.why.rule == "reach_back_named" and len(rows) == 900
+
+
+def _words_char_by_char(text: str) -> Iterator[str]:
+    """The splitting rule as written first, every piece walked a character at a time."""
+    for piece in re.findall(r"[^\W_]+", text):
+        start = 0
+        for at in range(1, len(piece)):
+            before, char = piece[at - 1], piece[at]
+            if (before.islower() and char.isupper()) or before.isalpha() != char.isalpha():
+                yield piece[start:at].lower()
+                start = at
+        yield piece[start:].lower()
+
+
+@given(
+    st.text()
+    | st.text(alphabet="aZ09_- .ǅßİıΣσ٣²½\u0301")
+    | st.from_regex(r"[a-z]+[0-9]*[A-Z]?[a-z]*", fullmatch=True)
+)
+def test_words_are_what_the_character_by_character_rule_gives(text: str) -> None:
+    assert list(words(text)) == list(_words_char_by_char(text))

@@ -8,6 +8,7 @@ are counted here, and the bytes checked at the chunk boundaries the shortcuts re
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,14 +43,37 @@ def _read(blobs: LocalBlobs, path: str) -> list[bytes]:
     return asyncio.run(main())
 
 
-def test_a_blob_smaller_than_a_chunk_is_read_in_one_handoff(
+def test_a_cached_blob_smaller_than_a_chunk_is_read_without_a_handoff(
     tmp_path: Path, handoffs: list[str]
 ) -> None:
     blobs = LocalBlobs(tmp_path)
     asyncio.run(blobs.put("artifacts/a.json", b"x" * (CHUNK - 1)))
     handoffs.clear()
     assert _read(blobs, "artifacts/a.json") == [b"x" * (CHUNK - 1)]
-    assert len(handoffs) == 1
+    assert handoffs == []
+
+
+@pytest.mark.parametrize("size", [0, 1, CHUNK - 1])
+def test_a_small_blob_the_page_cache_lacks_is_read_in_one_handoff(
+    tmp_path: Path, handoffs: list[str], monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    blobs = LocalBlobs(tmp_path)
+    data = bytes(i % 251 for i in range(size))
+    asyncio.run(blobs.put("artifacts/a.json", data))
+    handoffs.clear()
+
+    def would_wait(*_: Any) -> int:
+        raise BlockingIOError("not in the page cache")  # what RWF_NOWAIT answers then
+
+    monkeypatch.setattr(os, "preadv", would_wait)
+    assert _read(blobs, "artifacts/a.json") == ([data] if data else [])
+    assert handoffs == ["_open_and_read"]
+
+
+def test_a_folder_is_not_a_blob(tmp_path: Path) -> None:
+    (tmp_path / "artifacts" / "a.json").mkdir(parents=True)
+    with pytest.raises(NotFound):
+        _read(LocalBlobs(tmp_path), "artifacts/a.json")
 
 
 @pytest.mark.parametrize("size", [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK])

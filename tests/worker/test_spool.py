@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 import math
 from typing import Any
 
@@ -81,4 +82,18 @@ def test_many_batches_and_rows_added_after_a_read_keep_their_order() -> None:
             spool.append("h", row)
         assert [r["n"] for r in spool.rows("h")] == list(range(len(rows) - 5))
         spool.extend("h", rows[-5:])
+        assert list(spool.rows("h")) == rows
+
+
+def test_fewer_rows_than_a_batch_never_go_through_marshal(monkeypatch: Any) -> None:
+    # A headline turn's 900 rows: writing and reading them back cost more than the csv.
+    def refused(_: object) -> bytes:
+        raise AssertionError("marshalled")
+
+    monkeypatch.setattr(marshal, "dumps", refused)
+    rows = [{"n": n, "unit": "V"} for n in range(BATCH_ROWS - 1)]
+    with RowSpool() as spool:
+        spool.extend("h", rows[:10])
+        spool.extend("h", rows[10:])
+        assert list(spool.rows("h")) == rows
         assert list(spool.rows("h")) == rows

@@ -3,8 +3,15 @@
 Several worker processes share `HOME/worker.db`. WAL lets readers run beside the one
 writer; every state change runs in `BEGIN IMMEDIATE`, so it takes the write lock before it
 reads what it decides on (a deferred transaction that upgrades can fail at once with
-SQLITE_BUSY instead of waiting). The sqlite calls run in worker threads, one at a time per
-connection, so the event loop never blocks on disk or on another process's lock.
+SQLITE_BUSY instead of waiting). Calls run one at a time per connection.
+
+A transaction runs on the event loop when it cannot wait there: the connection is free, and
+with the busy timeout at zero SQLite answers SQLITE_BUSY at once instead of waiting for
+another process's lock. A commit in WAL mode with `synchronous = NORMAL` writes to the log
+without a sync. What could wait (a busy file, opening it, a checkpoint, which syncs) runs
+in a worker thread, so the loop never waits on disk or on another process's lock; a thread
+hand-off per call cost more than the work itself (see benchmarks/PROFILE.md). Each
+transaction is the same either way, committed before the call returns.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from worker.ports import TransientError
 T = TypeVar("T")
 
 BUSY_TIMEOUT_SECONDS = 10.0
+# The log is copied back into the database file (a checkpoint, which syncs) by a worker
+# thread after this many writes, never by a commit on the loop (see _open).
+CHECKPOINT_EVERY_WRITES = 64
 # Switching a fresh file to WAL needs a moment alone with it; processes opening the file
 # together retry instead of failing.
 _WAL_ATTEMPTS = 100
@@ -34,6 +44,13 @@ def rfc3339(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
+class _Deferred:
+    """The connection cannot run the work at once: it goes to a worker thread."""
+
+
+_DEFERRED = _Deferred()
+
+
 class Database:
     """One connection to the SQLite file, opened lazily with `schema` applied idempotently."""
 
@@ -43,22 +60,62 @@ class Database:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._closed = False
+        self._waits = True  # the connection's busy timeout is BUSY_TIMEOUT_SECONDS, not 0
+        self._writes = 0  # since the last checkpoint
 
     async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` in a read transaction (one consistent snapshot)."""
-        return await asyncio.to_thread(self._run, work, "BEGIN")
+        result = self._run_now(work, "BEGIN")
+        if isinstance(result, _Deferred):
+            return await asyncio.to_thread(self._run, work, "BEGIN")
+        return result
 
     async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` atomically in a `BEGIN IMMEDIATE` transaction; rolled back if it raises."""
-        return await asyncio.to_thread(self._run, work, "BEGIN IMMEDIATE")
+        self._writes += 1
+        if self._writes < CHECKPOINT_EVERY_WRITES:
+            result = self._run_now(work, "BEGIN IMMEDIATE")
+            if not isinstance(result, _Deferred):
+                return result
+        return await asyncio.to_thread(self._write_and_checkpoint, work)
 
     async def close(self) -> None:
         """Close the connection; later calls fail."""
         await asyncio.to_thread(self._close)
 
+    def _run_now(self, work: Callable[[sqlite3.Connection], T], begin: str) -> T | _Deferred:
+        """Run `work` on the caller's thread if nothing has to wait; else `_DEFERRED`."""
+        if self._connection is None or not self._lock.acquire(blocking=False):
+            return _DEFERRED  # not open yet, or a worker thread is using it
+        try:
+            connection = self._connect()
+            if self._waits:
+                connection.execute("PRAGMA busy_timeout = 0")
+                self._waits = False
+            try:
+                return _transaction(connection, work, begin)
+            except sqlite3.OperationalError as exc:
+                if _transient(exc) is None:
+                    raise
+                return _DEFERRED  # rolled back; the thread waits for the lock
+        finally:
+            self._lock.release()
+
+    def _write_and_checkpoint(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        result = self._run(work, "BEGIN IMMEDIATE")
+        if self._writes >= CHECKPOINT_EVERY_WRITES:
+            self._writes = 0
+            with self._lock:
+                # PASSIVE: copies what no reader needs and never waits for a lock.
+                self._connect().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        return result
+
     def _run(self, work: Callable[[sqlite3.Connection], T], begin: str) -> T:
         with self._lock:
             connection = self._connect()
+            if not self._waits:
+                connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+                self._waits = True
             try:
                 result = _transaction(connection, work, begin)
             except sqlite3.OperationalError as exc:
@@ -109,6 +166,9 @@ def _open(path: Path, schema: str) -> sqlite3.Connection:
         connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
         _enable_wal(connection)
         connection.execute("PRAGMA synchronous = NORMAL")
+        # A commit would run the checkpoint, which syncs, on the event loop: Database does it
+        # in a worker thread every CHECKPOINT_EVERY_WRITES writes instead.
+        connection.execute("PRAGMA wal_autocheckpoint = 0")
         connection.execute("PRAGMA foreign_keys = ON")
         _transaction(connection, lambda c: [c.execute(s) for s in _statements(schema)])
     except sqlite3.OperationalError as exc:
