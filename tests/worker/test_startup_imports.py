@@ -10,9 +10,19 @@ import sys
 import textwrap
 
 # Imported when needed only: the endpoint's HTTP server when a port is set, the
-# OpenTelemetry SDK when something receives spans, xlsxwriter when writing xlsx, the Azure
-# SDKs on the azure backend.
-OPTIONAL = ("aiohttp", "opentelemetry.sdk", "xlsxwriter", "azure.servicebus", "azure.cosmos")
+# OpenTelemetry SDK when something receives spans, the xlsx writer (and xlsxwriter) and the
+# xml writer when writing those formats, the Azure SDKs on the azure backend, rich never
+# (structlog imports it whenever it is installed).
+OPTIONAL = (
+    "aiohttp",
+    "opentelemetry.sdk",
+    "xlsxwriter",
+    "handlers.serialisers.xlsx_file",
+    "handlers.serialisers.xml_file",
+    "azure.servicebus",
+    "azure.cosmos",
+    "rich",
+)
 
 _PROBE = textwrap.dedent(
     """
