@@ -17,8 +17,8 @@ from worker.serving import BuiltOnFirstMessage
 
 # Imported when needed only: the endpoint's HTTP server when a port is set, the
 # OpenTelemetry SDK when something receives spans, the xlsx writer (and xlsxwriter) and the
-# xml writer when writing those formats, the Azure SDKs on the azure backend, rich never
-# (structlog imports it whenever it is installed), prometheus-client when /metrics is served.
+# xml writer when writing those formats, the Azure SDKs on the azure backend,
+# prometheus-client when /metrics is served.
 OPTIONAL = (
     "aiohttp",
     "prometheus_client",
@@ -28,7 +28,6 @@ OPTIONAL = (
     "handlers.serialisers.xml_file",
     "azure.servicebus",
     "azure.cosmos",
-    "rich",
 )
 
 
