@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 class _Stored(BaseModel):
     """Stored documents carry store metadata (`_etag`, `_ts`, ...): ignore what we do not know."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # defer_build: validators are built on first use, not at import (start-up time).
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class Conversation(_Stored):
@@ -105,7 +106,7 @@ class Artifact(_Stored):
 
 
 _MESSAGE_ADAPTER: TypeAdapter[UserMessage | AssistantMessage | ToolMessage | SystemMessage] = (
-    TypeAdapter(Message)
+    TypeAdapter(Message, config=ConfigDict(defer_build=True))
 )
 
 

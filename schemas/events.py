@@ -16,7 +16,7 @@ MAX_HISTORY_LIMIT = 40
 class TurnCompleted(BaseModel):
     """`turn.completed` v1: the chat service persisted a turn."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     type: Literal["turn.completed"]
     version: Literal[1]
@@ -38,7 +38,7 @@ class TurnCompleted(BaseModel):
 class ExportPublished(BaseModel):
     """`export.published` v1: a file is ready; message id = export_id."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     type: Literal["export.published"] = "export.published"
     version: Literal[1] = 1

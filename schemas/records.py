@@ -39,7 +39,7 @@ UNSUPPORTED_FORMATS: tuple[RequestFormat, ...] = ("pdf", "docx", "md")
 class StateAfter(BaseModel):
     """The carry-forward state after a turn."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     state: Literal["idle", "awaiting"]
     format: RequestFormat | None = None
@@ -48,7 +48,7 @@ class StateAfter(BaseModel):
 class CandidateGroup(BaseModel):
     """One group of action results the selection considered (docs/contract/turn-record.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     turn_id: StrictStr
     action: StrictStr
@@ -61,7 +61,7 @@ class CandidateGroup(BaseModel):
 class ExportSelection(BaseModel):
     """Why a published turn's rows were chosen: the deciding rule and every group considered."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     rule: SelectionRule
     groups: list[CandidateGroup]
@@ -70,7 +70,7 @@ class ExportSelection(BaseModel):
 class ExportEntry(BaseModel):
     """What was written for a published turn."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     export_id: StrictStr
     blob: StrictStr
@@ -90,7 +90,7 @@ class ExportEntry(BaseModel):
 class TurnRecord(BaseModel):
     """One document per processed turn, id = turn_id, partition key conversation_id."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     id: StrictStr
     conversation_id: StrictStr

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import sys
 
 import click
 
 from worker.cli_context import Failure, show, with_backend
 from worker.ports import Backend, DeadLetteredMessage, NotFound
 from worker.settings import Settings
+
+# A replay of this many messages or more shows progress on stderr (a bar on a TTY, else
+# its label once).
+PROGRESS_FROM = 20
 
 
 @click.group()
@@ -84,13 +88,15 @@ def dlq_replay(
             for d in chosen:
                 click.echo(f"would replay {d.sequence_number}  {d.reason}  {d.session_id or '-'}")
             return len(chosen)
-        from rich.progress import Progress
-
-        with Progress(console=_stderr_console(), disable=len(chosen) < 20) as progress:
-            task = progress.add_task("replaying", total=len(chosen))
+        with click.progressbar(
+            length=len(chosen),
+            label="replaying",
+            file=sys.stderr,
+            hidden=len(chosen) < PROGRESS_FROM,
+        ) as progress:
             for d in chosen:
                 await backend.queue.replay(d.sequence_number)
-                progress.advance(task)
+                progress.update(1)
         return len(chosen)
 
     count = with_backend(work)
@@ -113,9 +119,3 @@ def dlq_purge(sequence_numbers: tuple[int, ...], take_all: bool, yes: bool) -> N
         return len(chosen)
 
     click.echo(f"purged {with_backend(work)} message(s)", err=True)
-
-
-def _stderr_console() -> Any:
-    from rich.console import Console
-
-    return Console(stderr=True)

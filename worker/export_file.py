@@ -14,8 +14,6 @@ from handlers.publishing import Written
 from handlers.serialisers import CONTENT_TYPES
 from handlers.serialisers.csv_file import csv_chunks
 from handlers.serialisers.json_file import json_chunks
-from handlers.serialisers.xlsx_file import MAX_XLSX_DATA_ROWS, write_xlsx
-from handlers.serialisers.xml_file import xml_chunks
 from schemas.records import ExportFormat
 from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.ports import BlobInfo, Blobs
@@ -39,8 +37,11 @@ async def write_export(
     checkpoint: Checkpoint = no_checkpoint,
 ) -> Written:
     """Serialise and upload; the blob becomes visible whole on commit or not at all."""
-    if fmt == "xlsx" and row_count > MAX_XLSX_DATA_ROWS:
-        raise TooLarge(f"{row_count} rows is more than a sheet holds")
+    if fmt == "xlsx":
+        from handlers.serialisers.xlsx_file import MAX_XLSX_DATA_ROWS
+
+        if row_count > MAX_XLSX_DATA_ROWS:
+            raise TooLarge(f"{row_count} rows is more than a sheet holds")
     upload = await blobs.upload(path, info)
     digest = hashlib.sha256()
     total = 0
@@ -78,8 +79,14 @@ async def _chunks(
         return csv_chunks(columns, rows, bom=csv_bom)
     if fmt == "json":
         return json_chunks(columns, rows)
+    # The xml and xlsx writers are imported by the turns that write them: their tables and
+    # patterns cost milliseconds of every process's start-up otherwise.
     if fmt == "xml":
+        from handlers.serialisers.xml_file import xml_chunks
+
         return xml_chunks(columns, rows)
+    from handlers.serialisers.xlsx_file import write_xlsx
+
     # A workbook is a zip: written whole (through xlsxwriter's constant-memory temporary
     # files) before its first byte can be read. That takes minutes for a million rows, so it
     # runs in a worker thread and the event loop keeps renewing the session lock meanwhile

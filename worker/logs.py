@@ -14,10 +14,13 @@ import logging
 import os
 import sys
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, WrappedLogger
+
+if TYPE_CHECKING:
+    from worker.settings import Settings
 
 _SECRET_WORDS = ("connection_string", "key", "secret", "password", "token", "credential")
 # Bounds on what one exception may add to a line.
@@ -161,13 +164,17 @@ def configure(
     pretty: bool | None = None,
     *,
     default: str = "info",
+    settings: Settings | None = None,
 ) -> None:
     """Configure structlog and the standard library's logging for the process. The level:
-    `level` (the CLI flag) when given, else the `log_level` setting, else `default`."""
+    `level` (the CLI flag) when given, else the `log_level` setting (of `settings` when the
+    caller has read them, else read here), else `default`."""
     out = stream or sys.stderr
     if pretty is None:
         pretty = out.isatty()
-    chosen = level or _configured_level() or default
+    if not level:
+        level = settings.log_level if settings is not None else _configured_level()
+    chosen = level or default
     numeric = logging.getLevelNamesMapping().get(chosen.upper(), logging.INFO)
     renderer: Any = (
         structlog.dev.ConsoleRenderer() if pretty else structlog.processors.JSONRenderer()

@@ -25,7 +25,7 @@ from worker.health import (
     Unreachable,
 )
 from worker.logs import get_logger
-from worker.metrics import Metrics
+from worker.metrics import Metrics, Recorder, Unexposed
 from worker.observer import AttributeValue, Handling, Step
 from worker.ports import Backend, LockLost, NotFound, QueueMessage
 from worker.settings import Settings
@@ -53,14 +53,14 @@ class Operations:
 
     def __init__(
         self,
-        metrics: Metrics | None = None,
+        metrics: Recorder | None = None,
         liveness: Liveness | None = None,
         tracing: Tracing | None = None,
         *,
         clock: MonotonicClock = time.monotonic,
         wall_clock: WallClock = utc_now,
     ) -> None:
-        self.metrics = metrics if metrics is not None else Metrics()
+        self.metrics: Recorder = metrics if metrics is not None else Metrics()
         self.liveness = liveness if liveness is not None else Liveness(clock)
         self.tracing = tracing if tracing is not None else Tracing()
         self._clock = clock
@@ -72,8 +72,8 @@ class Operations:
     def from_settings(
         cls, settings: Settings, environ: Mapping[str, str] | None = None
     ) -> Operations:
-        """Operations with the liveness bounds the settings imply and tracing as the
-        standard OTEL_* variables say."""
+        """Operations with the liveness bounds the settings imply, tracing as the standard
+        OTEL_* variables say, and metrics when /metrics is served (`http_port`)."""
         bounds = LivenessBounds(
             # Each adapter call waits at most its own wait plus the SDK timeout; twice that
             # is slack enough for a slow network, and still catches a call that never returns.
@@ -82,7 +82,8 @@ class Operations:
             max_turn_seconds=settings.max_lock_renewal_seconds,
         )
         env = os.environ if environ is None else environ
-        return cls(liveness=Liveness(bounds=bounds), tracing=configure_tracing(env))
+        metrics = Metrics() if settings.http_port else Unexposed()
+        return cls(metrics, Liveness(bounds=bounds), configure_tracing(env))
 
     # ---- RuntimeObserver ---------------------------------------------------------------
     def loop_started(self) -> None:
@@ -156,7 +157,7 @@ class Operations:
 class _Handling:
     """One delivery's reports; the handling time is taken once, when the handler is done."""
 
-    def __init__(self, metrics: Metrics, span: TurnSpan, clock: MonotonicClock) -> None:
+    def __init__(self, metrics: Recorder, span: TurnSpan, clock: MonotonicClock) -> None:
         self._metrics = metrics
         self._span = span
         self._clock = clock
@@ -263,6 +264,8 @@ async def operations_endpoint(
     if settings.http_port == 0:
         yield None
         return
+    if not isinstance(operations.metrics, Metrics):
+        raise TypeError("serving /metrics needs Operations built with Metrics")
     # aiohttp is imported only when the endpoint is served (~0.3 s of start-up otherwise).
     from worker.http_server import start_operations_server
 

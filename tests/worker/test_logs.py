@@ -16,6 +16,7 @@ import pytest
 
 from worker import cli, logs, serving
 from worker.ports import Backend, BlobInfo, BlobUpload
+from worker.settings import Settings
 
 SECRET = "SECRET-ROW-7f3a9c"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
@@ -115,6 +116,19 @@ def test_the_log_level_setting_applies_unless_the_flag_names_one(
     out = configured(level="warning")
     logs.get_logger().warning("kept_by_flag")
     assert [p["event"] for p in lines(out.getvalue())] == ["kept_by_flag"]
+
+
+def test_settings_the_caller_has_read_give_the_level_and_are_not_read_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EXPORT_WORKER_LOG_LEVEL", "ERROR")  # what reading them again would say
+    read = Settings(_env_file=None, log_level="warning")  # type: ignore[call-arg]
+    out = io.StringIO()
+    logs.configure(stream=out, pretty=False, settings=read)
+    logs.get_logger().info("dropped")
+    logs.get_logger().warning("kept")
+    assert [p["event"] for p in lines(out.getvalue())] == ["kept"]
 
 
 # -- the planted secret, through the real CLI and runtime -----------------------------------

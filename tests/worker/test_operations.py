@@ -17,11 +17,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from handlers.errors import RetryableError
 from worker.handler import TurnHandler
-from worker.health import Unreachable
+from worker.health import Readiness, Unreachable
 from worker.local.backend import open_local_backend
 from worker.local.outbox import LocalOutbox
-from worker.metrics import Metrics
-from worker.operations import Operations, reachability_check
+from worker.metrics import Metrics, Unexposed
+from worker.operations import Operations, operations_endpoint, reachability_check
 from worker.ports import Backend, LockLost, NotFound, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
@@ -340,3 +340,26 @@ def test_the_observer_is_the_runtimes_only_link_to_prometheus() -> None:
     for text in (source, handler):
         assert "prometheus" not in text and "opentelemetry" not in text
         assert "worker.metrics" not in text and "worker.health" not in text
+
+
+def port_settings(port: int) -> Settings:
+    return Settings(_env_file=None, http_port=port)  # type: ignore[call-arg]
+
+
+def test_metrics_are_kept_only_when_the_endpoint_serves_them() -> None:
+    served = Operations.from_settings(port_settings(9109), environ={})
+    unserved = Operations.from_settings(port_settings(0), environ={})
+    assert isinstance(served.metrics, Metrics)
+    assert isinstance(unserved.metrics, Unexposed)
+
+
+def test_serving_metrics_that_were_not_kept_is_refused() -> None:
+    settings = port_settings(9109)  # refused before anything listens
+    operations = Operations(Unexposed())
+
+    async def serve() -> None:
+        async with operations_endpoint(settings, operations, Readiness()):
+            pass
+
+    with pytest.raises(TypeError):
+        asyncio.run(serve())

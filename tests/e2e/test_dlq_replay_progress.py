@@ -1,0 +1,35 @@
+"""`dlq replay` shows progress on long runs only, on stderr, and stdout stays empty."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_driver import Cli
+
+from worker.cli_dlq import PROGRESS_FROM
+
+
+def _dead_letters(tmp_path: Path, count: int) -> Cli:
+    """A home with COUNT dead letters: bodies that are not events are dead-lettered at once."""
+    home = tmp_path / "home"
+    home.mkdir()
+    cli = Cli(home)
+    lines = b"\n".join(b'{"not": "an event %d"}' % n for n in range(count))
+    cli.run("send", "-", input=lines)
+    cli.run("run", "--drain")
+    assert len(cli.json("dlq", "list")) == count
+    return cli
+
+
+@pytest.mark.parametrize(("count", "shown"), [(PROGRESS_FROM - 1, False), (PROGRESS_FROM, True)])
+def test_a_replay_of_many_dead_letters_shows_progress_and_a_short_one_does_not(
+    tmp_path: Path, count: int, shown: bool
+) -> None:
+    cli = _dead_letters(tmp_path, count)
+    done = cli.run("dlq", "replay", "--all")
+    lines = done.stderr.decode().splitlines()
+    assert ("replaying" in lines) is shown
+    assert lines[-1] == f"replayed {count} message(s)"
+    assert done.stdout == b""
+    assert cli.json("dlq", "list") == []
