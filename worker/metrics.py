@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from handlers.errors import DeadLetterReason
 from schemas.records import EXPORT_FORMATS, Decision
@@ -58,8 +58,9 @@ def seconds_between(start: str, end: datetime) -> float | None:
     return max(0.0, (end - at).total_seconds())
 
 
-class Recorder(Protocol):
-    """What the runtime and the handler's observer record (`worker/operations.py`)."""
+class Recorder:
+    """What the runtime and the handler's observer record (`worker/operations.py`). Each
+    method records nothing here; `Metrics` counts them."""
 
     def handling_started(self, enqueued_at: str, now: datetime) -> None:
         """A delivery's handling began."""
@@ -91,42 +92,13 @@ class Recorder(Protocol):
         """A session worker released its session."""
 
 
-class Unexposed:
+class Unexposed(Recorder):
     """The recorder of a worker that serves no /metrics (`http_port` 0): nothing could read
     what it counts, so it counts nothing, and prometheus-client is never imported (~40 ms of
     start-up)."""
 
-    def handling_started(self, enqueued_at: str, now: datetime) -> None:
-        """Nothing to record."""
 
-    def turn_settled(self, decision: str, seconds: float) -> None:
-        """Nothing to record."""
-
-    def export_published(
-        self, export_format: str, rows: int, size_bytes: int, occurred_at: str, now: datetime
-    ) -> None:
-        """Nothing to record."""
-
-    def retry_scheduled(self, seconds: float) -> None:
-        """Nothing to record."""
-
-    def dead_lettered(self, reason: str, seconds: float | None = None) -> None:
-        """Nothing to record."""
-
-    def abandoned_on_shutdown(self, seconds: float) -> None:
-        """Nothing to record."""
-
-    def lock_lost(self, seconds: float | None = None) -> None:
-        """Nothing to record."""
-
-    def session_acquired(self) -> None:
-        """Nothing to record."""
-
-    def session_released(self) -> None:
-        """Nothing to record."""
-
-
-class Metrics:
+class Metrics(Recorder):
     """The worker's counters, histograms and gauge, on their own registry."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
