@@ -38,7 +38,8 @@ from typing import Final, Literal
 from handlers.formats import detect_format
 from handlers.tables import find_table
 from schemas.documents import AssistantMessage
-from schemas.records import UNSUPPORTED_FORMATS, RequestFormat, StateAfter
+from schemas.records import StateAfter
+from schemas.vocabulary import UNSUPPORTED_FORMATS, RequestFormat
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 
 from handlers.errors import PermanentError
-from schemas.records import ExportFormat
+from schemas.vocabulary import ExportFormat
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 

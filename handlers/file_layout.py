@@ -17,7 +17,7 @@ from handlers.selection import Selection
 from handlers.serialisers.csv_file import neutralised
 from handlers.serialisers.headers import unique_headers
 from handlers.tables import Table
-from schemas.records import ExportFormat
+from schemas.vocabulary import ExportFormat
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-from schemas.records import RequestFormat
+from schemas.vocabulary import RequestFormat
 
 _I: Final = re.IGNORECASE
 

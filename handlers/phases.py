@@ -34,14 +34,8 @@ from handlers.file_layout import Layout
 from handlers.rationale import Considered
 from handlers.selection import ResultRef, Selection
 from handlers.tables import Table
-from schemas.records import (
-    Decision,
-    ExportFormat,
-    ExportSelection,
-    RequestFormat,
-    RowSource,
-    StateAfter,
-)
+from schemas.records import ExportSelection, StateAfter
+from schemas.vocabulary import Decision, ExportFormat, RequestFormat, RowSource
 
 
 class IllegalTransition(Exception):

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from handlers.phases import Ending, ExportPlan, Finished, IllegalTransition, TurnFacts
 from schemas.events import ExportPublished, TurnCompleted
-from schemas.records import Decision, ExportEntry, TurnRecord
+from schemas.records import ExportEntry, TurnRecord
+from schemas.vocabulary import Decision
 
 
 @dataclass(frozen=True)

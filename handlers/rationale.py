@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 
 from handlers.reach_back import Candidate, Scan, candidates
 from handlers.selection import ResultRef, Selection
-from schemas.records import CandidateGroup, ExportSelection, SelectionRule
+from schemas.records import CandidateGroup, ExportSelection
+from schemas.vocabulary import SelectionRule
 
 
 @dataclass(frozen=True)

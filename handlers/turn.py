@@ -62,7 +62,8 @@ from schemas.documents import (
     UserMessage,
 )
 from schemas.events import TurnCompleted
-from schemas.records import ExportFormat, ExportSelection, RowSource, StateAfter
+from schemas.records import ExportSelection, StateAfter
+from schemas.vocabulary import ExportFormat, RowSource
 
 # The carry-forward look-back reads at most this many messages before the turn, whatever
 # the history limit (docs/contract/decision.md step 4).

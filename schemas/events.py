@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from schemas.records import ExportFormat, RowSource
 from schemas.validation import first_error
+from schemas.vocabulary import ExportFormat, RowSource
 
 DEFAULT_HISTORY_LIMIT = 10
 MAX_HISTORY_LIMIT = 40

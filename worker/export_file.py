@@ -14,7 +14,7 @@ from handlers.publishing import Written
 from handlers.serialisers import CONTENT_TYPES
 from handlers.serialisers.csv_file import csv_chunks
 from handlers.serialisers.json_file import json_chunks
-from schemas.records import ExportFormat
+from schemas.vocabulary import ExportFormat
 from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.ports import BlobInfo, Blobs
 

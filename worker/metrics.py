@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, get_args
 
 from handlers.errors import DeadLetterReason
-from schemas.records import EXPORT_FORMATS, Decision
+from schemas.vocabulary import EXPORT_FORMATS, Decision
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

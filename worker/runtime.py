@@ -15,16 +15,18 @@ import contextlib
 import contextvars
 import signal
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from structlog.contextvars import bound_contextvars, get_contextvars
 
-from schemas.records import TurnRecord
 from worker.logs import get_logger
 from worker.observer import NO_OBSERVER, Handling, RuntimeObserver
 from worker.ports import Consumer, LockLost, PortError, QueueMessage, Session
 from worker.retry_policy import RetryPolicy
 from worker.settlement import Abandon, Complete, DeadLetter, settle, where_raised
+
+if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+    from schemas.records import TurnRecord
 
 ACCEPT_WAIT_SECONDS = 1.0
 # While draining, how long a worker that found no session pauses before it looks again

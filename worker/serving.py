@@ -9,8 +9,8 @@ says `closed` while the runtime shuts down.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from schemas.records import TurnRecord
 from worker.backends import open_backend
 from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.health import Readiness
@@ -19,6 +19,9 @@ from worker.ports import Backend, QueueMessage
 from worker.retry_policy import RetryPolicy
 from worker.runtime import MessageHandler, RunStats, Runtime
 from worker.settings import Settings
+
+if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+    from schemas.records import TurnRecord
 
 
 async def serve(

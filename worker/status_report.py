@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from schemas.records import TurnRecord
 from worker.ports import QueueStats
+
+if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+    from schemas.records import TurnRecord
 
 
 def status_fields(

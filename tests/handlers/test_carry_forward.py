@@ -20,7 +20,8 @@ from handlers.carry_forward import (
     step,
 )
 from schemas.documents import AssistantMessage
-from schemas.records import RequestFormat, StateAfter
+from schemas.records import StateAfter
+from schemas.vocabulary import RequestFormat
 
 SEED_CLARIFICATION = "Should each row be one sample, and which columns do you want?"
 ANSWER = "Here is the CSV with one row per sample for all 900 samples."

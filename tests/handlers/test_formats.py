@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from handlers.formats import detect_format
-from schemas.records import RequestFormat
+from schemas.vocabulary import RequestFormat
 
 # (rule, text, expected): one table, split below into one test per rule.
 PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [

@@ -7,11 +7,13 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from schemas.records import TurnRecord
 from worker.local.database import Database
 from worker.ports import NotFound
+
+if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+    from schemas.records import TurnRecord
 
 # Rows per history page: a caller that stops after the first few messages reads one page.
 HISTORY_PAGE_SIZE = 50
@@ -249,4 +251,6 @@ def _load(doc: str) -> dict[str, Any]:
 
 
 def _record(doc: str) -> TurnRecord:
+    from schemas.records import TurnRecord  # off the start path (issue 10's start-up goal)
+
     return TurnRecord.model_validate_json(doc)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from schemas.records import TurnRecord
 from worker.ports.calls import Effect, port_call
+
+if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+    from schemas.records import TurnRecord
 
 
 class ConversationStore(Protocol):
