@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-import pydantic
 
 from worker import logs
 from worker.cli_context import Failure, print_json, show, with_backend, with_seeding
 from worker.cli_dlq import dlq
+from worker.environment import SettingsError
 from worker.operations import Operations
 from worker.ports import Backend, NotFound
 from worker.sending import enqueue
@@ -53,7 +53,7 @@ def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
     """Consume turn.completed events until stopped (SIGTERM/SIGINT) or drained."""
     try:
         loaded: Settings | None = Settings()
-    except pydantic.ValidationError:
+    except SettingsError:
         loaded = None  # raised again below, once it can be logged
     # Logging configured once, with the settings read once (unless they do not load).
     logs.configure(level=ctx.obj, default="info", settings=loaded)

@@ -148,13 +148,12 @@ class _RoutedHandler(logging.StreamHandler):  # type: ignore[type-arg]
 def _configured_level() -> str | None:
     """The `log_level` setting; None when unset or when the settings do not load (the
     command that needs them reports that)."""
-    import pydantic
-
+    from worker.environment import SettingsError
     from worker.settings import Settings
 
     try:
         return Settings().log_level
-    except pydantic.ValidationError:
+    except SettingsError:
         return None
 
 

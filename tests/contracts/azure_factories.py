@@ -87,7 +87,7 @@ def available(port: str) -> str | None:
 def isolated_settings(**values: Any) -> Settings:
     """Settings from explicit values only: no `.env`, nothing from a developer's shell
     beyond the EXPORT_WORKER_ variables the model itself reads."""
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(env_file=None, **values)
 
 
 def _unique(prefix: str) -> str:

@@ -91,7 +91,7 @@ class AzureEnvironment:
             for name, value in self.values.items()
         }
         values.update(overrides)
-        return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        return Settings(env_file=None, **values)
 
     def env(self, **overrides: str) -> dict[str, str]:
         """A CLI process's environment: the caller's, minus any EXPORT_WORKER_ variable,

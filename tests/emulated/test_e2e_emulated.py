@@ -61,7 +61,7 @@ def without_time(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def local_outcome(home: Path, given: dict[str, Any], cids: list[str]) -> dict[str, Any]:
-    settings = Settings(_env_file=None, home=home)  # type: ignore[call-arg]
+    settings = Settings(env_file=None, home=home)
     local = open_local_backend(home)
     try:
         await process(local, settings, given)

@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
 from tests.emulated.azure_environment import (
     BLOB_ENV,
@@ -37,8 +36,8 @@ def emulated_settings(home: Path) -> Settings:
     if reason is not None:
         pytest.skip(reason)
     verify = os.environ.get(COSMOS_TLS_ENV, "false").lower() == "true"
-    return Settings(  # type: ignore[call-arg]
-        _env_file=None,
+    return Settings(
+        env_file=None,
         home=home,
         backend="azure",
         blob_connection_string=os.environ[BLOB_ENV],
@@ -86,8 +85,8 @@ def test_a_missing_cosmos_container_is_unreachable_not_an_empty_answer(
 ) -> None:
     settings = emulated_settings(tmp_path / "home")
     check(tmp_path / "home", settings)  # creates the database and the named containers
-    misnamed = settings.model_copy(
-        update={container: "no-such-container", "cosmos_create_resources": False}
+    misnamed = settings.replace(
+        **{container: "no-such-container", "cosmos_create_resources": False}
     )
     assert check(tmp_path / "home", misnamed) == (dependency, "NotFound")
 
@@ -97,7 +96,7 @@ def test_a_storage_key_the_account_rejects_is_unreachable(tmp_path: Path) -> Non
     assert settings.blob_connection_string is not None
     wrong = base64.b64encode(b"not the account key").decode()
     real = settings.blob_connection_string.get_secret_value()
-    connection = SecretStr(re.sub(r"AccountKey=[^;]+", f"AccountKey={wrong}", real))
-    rejected = settings.model_copy(update={"blob_connection_string": connection})
+    connection = re.sub(r"AccountKey=[^;]+", f"AccountKey={wrong}", real)
+    rejected = settings.replace(blob_connection_string=connection)
     failed = check(tmp_path / "home", rejected)
     assert failed is not None and failed[0] == "blobs" and failed[1] != "NotFound"

@@ -72,7 +72,7 @@ def mismatches(template: Template) -> list[str]:
     """Every way the template's worker settings, queue lock duration and delivery count
     disagree with worker/settings.py."""
     found: list[str] = []
-    fields = Settings.model_fields
+    fields = Settings.fields()
     expected_differences = deliberate()
     settings = app_settings(template)
     for name, value in settings.items():
@@ -81,7 +81,7 @@ def mismatches(template: Template) -> list[str]:
             continue
         if value is UNKNOWN:
             continue
-        parsed = getattr(Settings(_env_file=None, **{name: value}), name)  # type: ignore[call-arg]
+        parsed = getattr(Settings(env_file=None, **{name: value}), name)
         wanted = expected_differences.get(name, fields[name].default)
         if parsed != wanted:
             found.append(f"{PREFIX}{name.upper()}: template {value!r}, expected {wanted!r}")
@@ -169,6 +169,6 @@ def test_the_log_level_parameter_allows_exactly_the_levels_the_setting_accepts()
     decorators = Template.read(BICEP).parameters["logLevel"]["decorators"]
     (allowed,) = [d["argument"] for d in decorators if d["type"] == "allowed"]
     for level in allowed:
-        assert Settings(_env_file=None, log_level=level).log_level == level  # type: ignore[call-arg]
+        assert Settings(env_file=None, log_level=level).log_level == level
     with pytest.raises(ValueError):
-        Settings(_env_file=None, log_level="verbose")  # type: ignore[call-arg]
+        Settings(env_file=None, log_level="verbose")

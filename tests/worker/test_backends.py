@@ -15,8 +15,8 @@ EMULATOR = (
 
 
 def test_the_maximum_lock_renewal_setting_caps_each_message_on_service_bus() -> None:
-    settings = Settings(  # type: ignore[call-arg]
-        _env_file=None,
+    settings = Settings(
+        env_file=None,
         backend="azure",
         servicebus_connection_string=EMULATOR,
         max_lock_renewal_seconds=900,

@@ -123,7 +123,7 @@ def test_settings_the_caller_has_read_give_the_level_and_are_not_read_again(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EXPORT_WORKER_LOG_LEVEL", "ERROR")  # what reading them again would say
-    read = Settings(_env_file=None, log_level="warning")  # type: ignore[call-arg]
+    read = Settings(env_file=None, log_level="warning")
     out = io.StringIO()
     logs.configure(stream=out, pretty=False, settings=read)
     logs.get_logger().info("dropped")

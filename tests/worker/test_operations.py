@@ -70,7 +70,7 @@ def drained(
         backend = open_local_backend(home, lock_duration=60)
         try:
             await prepare(backend)
-            settings = Settings(_env_file=None, home=home)  # type: ignore[call-arg]
+            settings = Settings(env_file=None, home=home)
             chosen = (
                 handler(backend) if handler else TurnHandler(backend, settings, observer=operations)
             )
@@ -270,7 +270,7 @@ def check_with(
             with pytest.raises(type(queue_error)), operations.waiting(1.0):
                 raise queue_error
         try:
-            settings = Settings(_env_file=None)  # type: ignore[call-arg]
+            settings = Settings(env_file=None)
             await reachability_check(change(backend), settings, operations)()
         except Unreachable as exc:
             return exc.dependency, exc.error
@@ -343,7 +343,7 @@ def test_the_observer_is_the_runtimes_only_link_to_prometheus() -> None:
 
 
 def port_settings(port: int) -> Settings:
-    return Settings(_env_file=None, http_port=port)  # type: ignore[call-arg]
+    return Settings(env_file=None, http_port=port)
 
 
 def test_metrics_are_kept_only_when_the_endpoint_serves_them() -> None:

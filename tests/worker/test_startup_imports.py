@@ -18,8 +18,9 @@ from worker.serving import BuiltOnFirstMessage
 # Imported when needed only: the endpoint's HTTP server when a port is set, the
 # OpenTelemetry SDK when something receives spans, the xlsx writer (and xlsxwriter) and the
 # xml writer when writing those formats, the Azure SDKs on the azure backend,
-# prometheus-client when /metrics is served.
+# prometheus-client when /metrics is served, pydantic when a message is validated.
 OPTIONAL = (
+    "pydantic",
     "aiohttp",
     "prometheus_client",
     "opentelemetry.sdk",
@@ -86,14 +87,14 @@ _EMPTY_RUN = textwrap.dedent(
     from worker.serving import serve
     from worker.settings import Settings
 
-    settings = Settings(_env_file=None, backend="local", home=sys.argv[1])
+    settings = Settings(env_file=None, backend="local", home=sys.argv[1])
     stats = asyncio.run(serve(settings, Operations(), drain=True))
-    print(json.dumps([stats.completed, "handlers.turn" in sys.modules]))
+    print(json.dumps([stats.completed, "handlers.turn" in sys.modules, "pydantic" in sys.modules]))
     """
 )
 
 
-def test_a_run_that_finds_its_queue_empty_never_imports_the_decision_core(
+def test_a_run_that_finds_its_queue_empty_never_imports_the_decision_core_or_pydantic(
     tmp_path: Path,
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "EXPORT_WORKER_"))}
@@ -105,7 +106,7 @@ def test_a_run_that_finds_its_queue_empty_never_imports_the_decision_core(
         text=True,
         check=True,
     )
-    assert json.loads(done.stdout.splitlines()[-1]) == [0, False]
+    assert json.loads(done.stdout.splitlines()[-1]) == [0, False, False]
 
 
 def test_the_turn_handler_is_built_on_the_first_message_and_only_once() -> None:

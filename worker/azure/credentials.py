@@ -1,8 +1,8 @@
 """How each Azure client authenticates: a connection string / key when one is configured
 (development, emulators), else `DefaultAzureCredential` (managed identity in Azure).
 
-Secrets stay in `SecretStr` until the moment a client is built; they are never logged,
-never put in an exception message, never kept on an adapter.
+Secrets stay in `Secret` (worker/environment.py) until the moment a client is built; they
+are never logged, never put in an exception message, never kept on an adapter.
 """
 
 from __future__ import annotations

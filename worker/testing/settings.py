@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
 from worker.checkpoints import Checkpoint, no_checkpoint
+from worker.environment import EnvSettings, Setting, integer, number, optional, text
 from worker.logs import get_logger
 from worker.ports import Backend
 from worker.testing.checkpoints import CrashAndSlowPoints, parse_points
@@ -28,18 +26,15 @@ from worker.testing.faults import FaultPlan, with_faults
 PREFIX = "EXPORT_WORKER_"
 
 
-class HarnessSettings(BaseSettings):
+class HarnessSettings(EnvSettings):
     """Crash points, slow points and fault injection for the reliability harnesses."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=PREFIX, env_file=".env", extra="ignore", frozen=True
-    )
-
-    crash_points: str = ""
-    crash_seed: int | None = None
-    slow_points: str = ""
-    fault_rate: float = Field(0.0, ge=0, lt=1)
-    fault_seed: int | None = None
+    PREFIX = PREFIX
+    crash_points = Setting("", text)
+    crash_seed = Setting(None, optional(integer()))
+    slow_points = Setting("", text)
+    fault_rate = Setting(0.0, number(ge=0, lt=1))
+    fault_seed = Setting(None, optional(integer()))
 
     def checkpoint(self) -> Checkpoint:
         """The crash and slow points configured, or `no_checkpoint` when none are."""
