@@ -5,6 +5,13 @@ page of its action held the same row. A Python `set` of ints answers at once but
 ~70 bytes a digest; sorted arrays per page cost 8 bytes but one search per earlier page.
 This is an open-addressing hash table (linear probing) in one array of 8-byte slots, kept
 at most half full: one or two probes a look-up, 16 to 32 bytes a digest.
+
+A digest's first slot is its low bits, and probes run towards the end of the array without
+wrapping around: past the last first slot the array holds the slots that probes ran into,
+then one free slot that stops every probe. So the table grows in place: the array is
+extended (by reallocation, not copied beside a new one) and each digest moved within it.
+Growing costs the new table only, not the old one too, and it happens while a page parsed
+whole is alive: the moment a large export's peak RSS is made.
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ from typing import Final
 
 _FIRST_SLOTS: Final = 1024
 _EMPTY: Final = 0  # a slot holding 0 is free; the digest 0 itself is kept in a flag
+# Free slots appended a block at a time when growing: a block as large as the growth
+# would be allocated beside the table, which is what growing in place avoids.
+_FREE_BLOCK: Final = array("Q", (_EMPTY,)) * 8192
 
 
 class DigestSet:
@@ -23,7 +33,7 @@ class DigestSet:
     __slots__ = ("_count", "_mask", "_slots", "_zero")
 
     def __init__(self) -> None:
-        self._slots = array("Q", bytes(8 * _FIRST_SLOTS))
+        self._slots = array("Q", (_EMPTY,)) * (_FIRST_SLOTS + 1)  # the last one stops probes
         self._mask = _FIRST_SLOTS - 1
         self._count = 0
         self._zero = False
@@ -31,18 +41,23 @@ class DigestSet:
     def __len__(self) -> int:
         return self._count + self._zero
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes its slots take."""
+        return len(self._slots) * self._slots.itemsize
+
     def __contains__(self, digest: object) -> bool:
         if not isinstance(digest, int) or not digest:
             return digest == 0 and self._zero
-        slots, mask = self._slots, self._mask
-        at = digest & mask
+        slots = self._slots
+        at = digest & self._mask
         while True:
             held = slots[at]
             if held == digest:
                 return True
             if held == _EMPTY:
                 return False
-            at = (at + 1) & mask
+            at += 1
 
     def absent(self, digests: Sequence[int]) -> list[int]:
         """The positions in `digests` of those not in the set, in order."""
@@ -57,7 +72,7 @@ class DigestSet:
             at = digest & mask
             held = slots[at]
             while held != digest and held != _EMPTY:
-                at = (at + 1) & mask
+                at += 1
                 held = slots[at]
             if held != digest:
                 found.append(position)
@@ -65,7 +80,7 @@ class DigestSet:
 
     def add_all(self, digests: Sequence[int]) -> None:
         """Add digests (a repeat is added once)."""
-        if (self._count + len(digests)) * 2 > len(self._slots):
+        if (self._count + len(digests)) * 2 > self._mask + 1:
             self._grow(self._count + len(digests))
         if self._insert(digests):
             self._zero = True
@@ -73,6 +88,7 @@ class DigestSet:
     def _insert(self, digests: Iterable[int]) -> bool:
         """Put the digests other than 0 in their slots; whether a 0 was among them."""
         slots, mask = self._slots, self._mask
+        stop = len(slots) - 1
         added = 0
         zero = False
         for digest in digests:
@@ -80,27 +96,51 @@ class DigestSet:
                 zero = True
                 continue
             at = digest & mask
-            while True:
+            held = slots[at]
+            while held != digest and held != _EMPTY:
+                at += 1
                 held = slots[at]
-                if held == _EMPTY:
-                    slots[at] = digest
-                    added += 1
-                    break
-                if held == digest:
-                    break
-                at = (at + 1) & mask
+            if held == _EMPTY:
+                slots[at] = digest
+                added += 1
+                if at == stop:  # the probe stop taken: a free slot after it
+                    slots.append(_EMPTY)
+                    stop += 1
         self._count += added
         return zero
 
     def _grow(self, needed: int) -> None:
-        """Rebuild the table with at least twice `needed` slots (a power of two)."""
-        size = len(self._slots)
+        """Extend the table in place to at least twice `needed` first slots (a power of two)."""
+        old_size = self._mask + 1
+        size = old_size
         while needed * 2 > size:
             size *= 2
-        old = self._slots
-        self._slots = array("Q", bytes(8 * size))
-        self._mask = size - 1
-        self._count = 0
-        # Straight from the old array (its free slots read as 0, which is skipped): a list
-        # of the digests would cost ~40 bytes each for the moment of the rebuild.
-        self._insert(old)
+        slots = self._slots
+        # Digests whose probes ran past the last first slot sit where the new first slots
+        # go: taken out now, put back once the others are in place (a handful).
+        overflow = [digest for digest in slots[old_size:] if digest != _EMPTY]
+        del slots[old_size:]
+        while len(slots) <= size:
+            slots.extend(_FREE_BLOCK[: size + 1 - len(slots)])
+        self._mask = mask = size - 1
+        stop = size
+        # A digest's new first slot is its old one or lies in the new part. Moved in slot
+        # order, each digest's probe crosses only slots already visited or the new part,
+        # which hold only digests already moved: no later move opens a gap in its chain.
+        for at in range(old_size):
+            digest = slots[at]
+            if digest == _EMPTY:
+                continue
+            home = digest & mask
+            if home == at:
+                continue
+            slots[at] = _EMPTY
+            while slots[home] != _EMPTY:
+                home += 1
+            slots[home] = digest
+            if home == stop:
+                slots.append(_EMPTY)
+                stop += 1
+        count = self._count
+        self._insert(overflow)
+        self._count = count  # put back, not added

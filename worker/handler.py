@@ -45,6 +45,7 @@ from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import TurnRecord
 from schemas.validation import first_error
+from worker.allocator import fix_malloc_thresholds
 from worker.artifact_json import parse_artifact_json
 from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.export_file import TooLarge, content_type, write_export
@@ -60,6 +61,9 @@ log = get_logger()
 # A turn whose user message is not found within this many messages is not there (yet).
 MAX_MESSAGES_READ = 5000
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
+# From this size on, an artifact's bytes and rows are what the process's peak RSS is made
+# of: freed memory must then leave the process (worker/allocator.py).
+LARGE_ARTIFACT_BYTES = 1 << 20
 
 Clock = Callable[[], datetime]
 
@@ -213,6 +217,8 @@ class TurnHandler:
                 chunks.append(chunk)
         except NotFound:
             raise RetryableError("artifact_missing", f"artifact {path} not found") from None
+        if size >= LARGE_ARTIFACT_BYTES:
+            fix_malloc_thresholds()
         data = b"".join(chunks)
         del chunks  # one copy of the bytes while parsing (msgspec makes no str of them)
         try:

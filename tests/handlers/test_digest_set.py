@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import tracemalloc
 from array import array
 from bisect import bisect_left
 
@@ -65,3 +67,92 @@ def test_the_digest_zero_and_other_values_are_members_only_once_added() -> None:
     assert 0 not in table and "x" not in table
     table.add_all([0, 0, 7])
     assert 0 in table and 7 in table and len(table) == 2
+
+
+# Digests whose first slot is at or near the end of the first 1024 slots: their probes run
+# past the last first slot, into the slots that growing turns into first slots.
+def _at_the_end(rng: random.Random) -> int:
+    return (rng.getrandbits(54) << 10) | rng.randrange(1016, 1024)
+
+
+_KINDS = (
+    lambda rng: rng.getrandbits(64),
+    lambda rng: (rng.getrandbits(20) << 44) | 5,  # low bits alike: one long probe chain
+    _at_the_end,
+    lambda rng: rng.choice((0, 1, 2**64 - 1, 1024, 2048)),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(min_value=0, max_value=2**32),
+    sizes=st.lists(st.integers(min_value=0, max_value=1500), max_size=10),
+    kinds=st.sets(st.sampled_from(range(len(_KINDS))), min_size=1),
+)
+def test_each_page_is_answered_as_a_python_set_of_the_earlier_pages_answers(
+    seed: int, sizes: list[int], kinds: set[int]
+) -> None:
+    # Pages large enough to grow the table several times (from 1024 first slots), with
+    # repeats inside a page and of earlier pages; their digests drawn from a seeded
+    # generator (as drawn by hypothesis, a page of 1500 digests would pass its size limits).
+    rng = random.Random(seed)
+    makers = [_KINDS[kind] for kind in sorted(kinds)]
+    table, oracle = DigestSet(), set[int]()
+    seen: list[int] = []
+    for size in sizes:
+        page = [
+            rng.choice(seen) if seen and rng.random() < 0.2 else rng.choice(makers)(rng)
+            for _ in range(size)
+        ]
+        assert table.absent(page) == [i for i, d in enumerate(page) if d not in oracle]
+        assert [d in table for d in page] == [d in oracle for d in page]
+        table.add_all(page)
+        oracle.update(page)
+        seen.extend(page)
+        assert len(table) == len(oracle)
+    strangers = [_KINDS[0](rng) for _ in range(50)]
+    assert [d in table for d in strangers] == [d in oracle for d in strangers]
+
+
+def test_a_digest_that_stays_behind_one_that_moved_is_found_after_growing() -> None:
+    table = DigestSet()
+    moves = (1 << 10) | 5  # first slot 5 of 1024, then 1029 of 2048
+    stays = (1 << 20) | 5  # first slot 5 of 1024 and of 2048: probed past `moves`, slot 6
+    table.add_all([moves, stays])
+    table.add_all([(n << 11) | 0x400 | 7 for n in range(1, 600)])  # grows to 2048
+    assert table.absent([moves, stays]) == []
+
+
+def test_digests_probed_past_the_last_first_slot_are_found_after_growing() -> None:
+    table = DigestSet()
+    crowded = [(n << 10) | 1023 for n in range(1, 400)]  # all want the last first slot
+    table.add_all(crowded)
+    spread = [(n * 0x9E3779B97F4A7C15) % 2**64 | 1 for n in range(1, 3000)]
+    table.add_all(spread)  # grows to 8192 first slots, twice over
+    everything = crowded + spread
+    assert table.absent(everything) == []
+    strangers = [(n << 10) | 1023 for n in range(400, 800)] + [(n << 11) | 1023 for n in range(2)]
+    strangers = [d for d in strangers if d not in set(everything)]
+    assert table.absent(strangers) == list(range(len(strangers)))
+    assert len(table) == len(set(everything))
+
+
+def test_growing_holds_the_grown_table_only_not_the_old_one_beside_it() -> None:
+    first = [(n * 0x9E3779B97F4A7C15) % 2**64 | 1 for n in range(1, 60_000)]
+    more = [(n * 0xBF58476D1CE4E5B9) % 2**64 | 1 for n in range(1, 60_000)]
+    tracemalloc.start()
+    try:
+        table = DigestSet()
+        table.add_all(first)
+        before = table.nbytes
+        tracemalloc.reset_peak()
+        start = tracemalloc.get_traced_memory()[0]
+        table.add_all(more)
+        peak = tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+    assert table.nbytes >= 2 * before  # it did grow
+    # The growth itself (the old slots reallocated, not kept beside the new ones) and the
+    # array's spare sixteenth, plus a block of free slots and the digests that probed past
+    # the end; the old table beside the new would be `before` more.
+    assert peak <= (table.nbytes - before) + table.nbytes // 16 + 128 * 1024
