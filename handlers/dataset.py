@@ -36,8 +36,9 @@ class _Group:
     rows: int = 0
     columns: dict[str, None] = field(default_factory=dict)  # an ordered set
     earlier: DigestSet = field(default_factory=DigestSet)  # digests of earlier pages' rows
-    # The last page's digests, added to `earlier` only when another page comes: a group's
-    # last page (most groups have one) never pays for the table.
+    pages: int = 0  # pages fed, rows or not
+    # The first page's digests, added to `earlier` only when a second page comes: a group
+    # of one page (most groups) never pays for the table. Later pages go in as they come.
     last_page: array[int] = field(default_factory=lambda: array("Q"))
     artifacts: list[str] = field(default_factory=list)
     truncated: bool = False
@@ -99,14 +100,16 @@ class RowCollector:
         """The page's rows not in an earlier page of the group, recorded; repeats inside the
         page are kept, so its digests only guard later pages."""
         digests = row_digests(rows)
-        if group.last_page:
-            group.earlier.add_all(group.last_page)
-        if len(group.earlier):
-            fresh = group.earlier.absent(digests)
+        if group.pages == 0:
+            group.last_page = array("Q", digests)  # in the table only if a second page comes
+        else:
+            if group.last_page:
+                group.earlier.add_all(group.last_page)
+                group.last_page = array("Q")
+            fresh = group.earlier.add_absent(digests)
             if len(fresh) < len(rows):
                 rows = [rows[at] for at in fresh]
-                digests = [digests[at] for at in fresh]
-        group.last_page = array("Q", digests)
+        group.pages += 1
         if not rows:
             return rows
         if artifact is not None and artifact not in group.artifacts:

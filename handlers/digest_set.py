@@ -78,6 +78,50 @@ class DigestSet:
                 found.append(position)
         return found
 
+    def add_absent(self, digests: Sequence[int]) -> list[int]:
+        """Add the digests; the positions of those the set did not hold before, in order.
+
+        `absent` then `add_all` in one probe per digest: a digest's slot, once found free, is
+        filled at once. A digest met again in the same call is then found, so on the first
+        such hit the digests added by this call are gathered to tell its repeats (absent
+        before, kept) from digests of earlier calls (present). Pages without a hit, the
+        usual ones, never build that set."""
+        if (self._count + len(digests)) * 2 > self._mask + 1:
+            self._grow(self._count + len(digests))
+        slots, mask, zero = self._slots, self._mask, self._zero
+        stop = len(slots) - 1
+        added = 0
+        found: list[int] = []
+        added_here: set[int] | None = None
+        for position, digest in enumerate(digests):
+            if not digest:
+                if not zero:
+                    found.append(position)
+                continue
+            at = digest & mask
+            held = slots[at]
+            while held != digest and held != _EMPTY:
+                at += 1
+                held = slots[at]
+            if held == _EMPTY:
+                slots[at] = digest
+                added += 1
+                if at == stop:  # the probe stop taken: a free slot after it
+                    slots.append(_EMPTY)
+                    stop += 1
+                if added_here is not None:
+                    added_here.add(digest)
+                found.append(position)
+                continue
+            if added_here is None:
+                added_here = set(map(digests.__getitem__, found))
+            if digest in added_here:
+                found.append(position)
+        self._count += added
+        if not zero and 0 in digests:
+            self._zero = True
+        return found
+
     def add_all(self, digests: Sequence[int]) -> None:
         """Add digests (a repeat is added once)."""
         if (self._count + len(digests)) * 2 > self._mask + 1:

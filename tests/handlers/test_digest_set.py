@@ -156,3 +156,41 @@ def test_growing_holds_the_grown_table_only_not_the_old_one_beside_it() -> None:
     # array's spare sixteenth, plus a block of free slots and the digests that probed past
     # the end; the old table beside the new would be `before` more.
     assert peak <= (table.nbytes - before) + table.nbytes // 16 + 128 * 1024
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(min_value=0, max_value=2**32),
+    sizes=st.lists(st.integers(min_value=0, max_value=1500), max_size=10),
+    kinds=st.sets(st.sampled_from(range(len(_KINDS))), min_size=1),
+)
+def test_adding_a_page_answers_what_it_held_that_earlier_pages_did_not(
+    seed: int, sizes: list[int], kinds: set[int]
+) -> None:
+    # add_absent is absent then add_all in one probe: repeats inside the page count as
+    # absent when the earlier pages lacked them, present when they held them.
+    rng = random.Random(seed)
+    makers = [_KINDS[kind] for kind in sorted(kinds)]
+    table, oracle = DigestSet(), set[int]()
+    seen: list[int] = []
+    for size in sizes:
+        page: list[int] = []
+        for _ in range(size):
+            pool = seen if seen and rng.random() < 0.5 else page
+            draw = rng.random() < 0.2 and pool
+            page.append(rng.choice(pool) if draw else rng.choice(makers)(rng))
+        assert table.add_absent(page) == [i for i, d in enumerate(page) if d not in oracle]
+        oracle.update(page)
+        seen.extend(page)
+        assert len(table) == len(oracle)
+        assert [d in table for d in page] == [True] * len(page)
+    strangers = [_KINDS[0](rng) for _ in range(50)]
+    assert [d in table for d in strangers] == [d in oracle for d in strangers]
+
+
+def test_a_repeat_inside_a_page_is_kept_once_the_set_was_hit() -> None:
+    table = DigestSet()
+    table.add_all([11])
+    # The hit on 11 makes the call gather what it added (5); the later 5 and 6 are its own.
+    assert table.add_absent([5, 11, 5, 6, 6, 11, 0, 0]) == [0, 2, 3, 4, 6, 7]
+    assert table.add_absent([0, 6, 7]) == [2]
