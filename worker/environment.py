@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic, NoReturn, Self, TypeVar, overload
 
@@ -237,9 +237,7 @@ class EnvSettings:
         environ: Mapping[str, str] | None = None,
         **given: object,
     ) -> None:
-        unknown = sorted(set(given) - set(self._settings))
-        if unknown:
-            raise TypeError(f"{type(self).__name__} has no setting {', '.join(unknown)}")
+        self._known(given)
         found = _prefixed(read_dotenv(env_file) if env_file is not None else {}, self.PREFIX)
         found.update(_prefixed(os.environ if environ is None else environ, self.PREFIX))
         found.update(given)
@@ -252,9 +250,17 @@ class EnvSettings:
 
     def replace(self, **changes: object) -> Self:
         """A copy with `changes` (parsed and checked like the environment's values)."""
+        self._known(changes)
         copy = object.__new__(type(self))
         copy._store({**self._values(), **changes})
         return copy
+
+    @classmethod
+    def _known(cls, names: Iterable[str]) -> None:
+        """A name that is no setting is a programming error, not a value to ignore."""
+        unknown = sorted(set(names) - set(cls._settings))
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no setting {', '.join(unknown)}")
 
     def _store(self, found: Mapping[str, object]) -> None:
         problems = []

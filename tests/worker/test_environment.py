@@ -60,6 +60,8 @@ def test_every_refused_value_is_named_in_one_error() -> None:
 def test_an_unknown_keyword_argument_is_a_programming_error() -> None:
     with pytest.raises(TypeError, match="no setting max_atempts"):
         Settings(env_file=None, environ={}, max_atempts=3)
+    with pytest.raises(TypeError, match="no setting max_atempts"):
+        Settings(env_file=None, environ={}).replace(max_atempts=3)
 
 
 def test_a_secret_never_shows_in_a_repr_or_a_refusal() -> None:
