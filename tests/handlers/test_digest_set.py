@@ -6,6 +6,7 @@ import random
 import tracemalloc
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterator
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,35 +84,51 @@ _KINDS = (
 )
 
 
+def drawn_pages(seed: int, sizes: list[int], kinds: set[int]) -> Iterator[list[int]]:
+    """Pages of digests from a seeded generator, a fifth of them repeats: of an earlier page
+    or of the same page, alike."""
+    rng = random.Random(seed)
+    makers = [_KINDS[kind] for kind in sorted(kinds)]
+    seen: list[int] = []
+    for size in sizes:
+        page: list[int] = []
+        for _ in range(size):
+            pool = seen if seen and rng.random() < 0.5 else page
+            page.append(
+                rng.choice(pool) if pool and rng.random() < 0.2 else rng.choice(makers)(rng)
+            )
+        yield page
+        seen.extend(page)
+
+
+def strangers(seed: int) -> list[int]:
+    """Digests drawn after the pages: almost surely never added."""
+    rng = random.Random(~seed)
+    return [_KINDS[0](rng) for _ in range(50)]
+
+
+# Pages large enough to grow the table several times (from 1024 first slots); drawn from a
+# seeded generator because, drawn by hypothesis, a page of 1500 digests passes its limits.
+PAGE_PLANS = {
+    "seed": st.integers(min_value=0, max_value=2**32),
+    "sizes": st.lists(st.integers(min_value=0, max_value=1500), max_size=10),
+    "kinds": st.sets(st.sampled_from(range(len(_KINDS))), min_size=1),
+}
+
+
 @settings(max_examples=40, deadline=None)
-@given(
-    seed=st.integers(min_value=0, max_value=2**32),
-    sizes=st.lists(st.integers(min_value=0, max_value=1500), max_size=10),
-    kinds=st.sets(st.sampled_from(range(len(_KINDS))), min_size=1),
-)
+@given(**PAGE_PLANS)
 def test_each_page_is_answered_as_a_python_set_of_the_earlier_pages_answers(
     seed: int, sizes: list[int], kinds: set[int]
 ) -> None:
-    # Pages large enough to grow the table several times (from 1024 first slots), with
-    # repeats inside a page and of earlier pages; their digests drawn from a seeded
-    # generator (as drawn by hypothesis, a page of 1500 digests would pass its size limits).
-    rng = random.Random(seed)
-    makers = [_KINDS[kind] for kind in sorted(kinds)]
     table, oracle = DigestSet(), set[int]()
-    seen: list[int] = []
-    for size in sizes:
-        page = [
-            rng.choice(seen) if seen and rng.random() < 0.2 else rng.choice(makers)(rng)
-            for _ in range(size)
-        ]
+    for page in drawn_pages(seed, sizes, kinds):
         assert table.absent(page) == [i for i, d in enumerate(page) if d not in oracle]
         assert [d in table for d in page] == [d in oracle for d in page]
         table.add_all(page)
         oracle.update(page)
-        seen.extend(page)
         assert len(table) == len(oracle)
-    strangers = [_KINDS[0](rng) for _ in range(50)]
-    assert [d in table for d in strangers] == [d in oracle for d in strangers]
+    assert [d in table for d in strangers(seed)] == [d in oracle for d in strangers(seed)]
 
 
 def test_a_digest_that_stays_behind_one_that_moved_is_found_after_growing() -> None:
@@ -159,33 +176,19 @@ def test_growing_holds_the_grown_table_only_not_the_old_one_beside_it() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    seed=st.integers(min_value=0, max_value=2**32),
-    sizes=st.lists(st.integers(min_value=0, max_value=1500), max_size=10),
-    kinds=st.sets(st.sampled_from(range(len(_KINDS))), min_size=1),
-)
+@given(**PAGE_PLANS)
 def test_adding_a_page_answers_what_it_held_that_earlier_pages_did_not(
     seed: int, sizes: list[int], kinds: set[int]
 ) -> None:
     # add_absent is absent then add_all in one probe: repeats inside the page count as
     # absent when the earlier pages lacked them, present when they held them.
-    rng = random.Random(seed)
-    makers = [_KINDS[kind] for kind in sorted(kinds)]
     table, oracle = DigestSet(), set[int]()
-    seen: list[int] = []
-    for size in sizes:
-        page: list[int] = []
-        for _ in range(size):
-            pool = seen if seen and rng.random() < 0.5 else page
-            draw = rng.random() < 0.2 and pool
-            page.append(rng.choice(pool) if draw else rng.choice(makers)(rng))
+    for page in drawn_pages(seed, sizes, kinds):
         assert table.add_absent(page) == [i for i, d in enumerate(page) if d not in oracle]
         oracle.update(page)
-        seen.extend(page)
         assert len(table) == len(oracle)
-        assert [d in table for d in page] == [True] * len(page)
-    strangers = [_KINDS[0](rng) for _ in range(50)]
-    assert [d in table for d in strangers] == [d in oracle for d in strangers]
+        assert all(d in table for d in page)
+    assert [d in table for d in strangers(seed)] == [d in oracle for d in strangers(seed)]
 
 
 def test_a_repeat_inside_a_page_is_kept_once_the_set_was_hit() -> None:
