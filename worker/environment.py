@@ -86,12 +86,12 @@ def integer(*, ge: int | None = None, le: int | None = None) -> Parse[int]:
                 value = int(text)
             except ValueError:
                 try:
-                    number = float(text)
+                    whole = float(text)
                 except ValueError:
                     _refuse(expected)
-                if not number.is_integer():
+                if not whole.is_integer():
                     _refuse(expected)
-                value = int(number)
+                value = int(whole)
         if isinstance(value, bool) or not isinstance(value, int):
             _refuse(expected)
         if (ge is not None and value < ge) or (le is not None and value > le):

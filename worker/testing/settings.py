@@ -29,7 +29,6 @@ PREFIX = "EXPORT_WORKER_"
 class HarnessSettings(EnvSettings):
     """Crash points, slow points and fault injection for the reliability harnesses."""
 
-    PREFIX = PREFIX
     crash_points = Setting("", text)
     crash_seed = Setting(None, optional(integer()))
     slow_points = Setting("", text)
