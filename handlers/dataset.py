@@ -104,6 +104,8 @@ class RowCollector:
             group.last_page = array("Q", digests)  # in the table only if a second page comes
         else:
             if group.last_page:
+                # Sized for both pages while empty: no growing (moving digests) between them.
+                group.earlier.reserve(len(group.last_page) + len(digests))
                 group.earlier.add_all(group.last_page)
                 group.last_page = array("Q")
             fresh = group.earlier.add_absent(digests)

@@ -156,12 +156,22 @@ class DigestSet:
         self._count += added
         return zero
 
+    def reserve(self, count: int) -> None:
+        """Make room for `count` digests in all: adding them will not grow the table. Called
+        before the first digests, it sizes the table at once (nothing to move)."""
+        if count * 2 > self._mask + 1:
+            self._grow(count)
+
     def _grow(self, needed: int) -> None:
         """Extend the table in place to at least twice `needed` first slots (a power of two)."""
         old_size = self._mask + 1
         size = old_size
         while needed * 2 > size:
             size *= 2
+        if not self._count:  # nothing to move (a group's first page): made at its size
+            self._slots = array("Q", (_EMPTY,)) * (size + 1)  # the last one stops probes
+            self._mask = size - 1
+            return
         slots = self._slots
         # Digests whose probes ran past the last first slot sit where the new first slots
         # go: taken out now, put back once the others are in place (a handful).

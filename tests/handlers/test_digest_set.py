@@ -197,3 +197,24 @@ def test_a_repeat_inside_a_page_is_kept_once_the_set_was_hit() -> None:
     # The hit on 11 makes the call gather what it added (5); the later 5 and 6 are its own.
     assert table.add_absent([5, 11, 5, 6, 6, 11, 0, 0]) == [0, 2, 3, 4, 6, 7]
     assert table.add_absent([0, 6, 7]) == [2]
+
+
+def test_a_reserved_set_takes_that_many_digests_without_growing() -> None:
+    first = [(n * 0x9E3779B97F4A7C15) % 2**64 for n in range(1, 3001)]
+    second = [(n * 0xBF58476D1CE4E5B9) % 2**64 for n in range(1, 3001)]
+    table = DigestSet()
+    table.reserve(len(first) + len(second))
+    sized = table.nbytes
+    table.add_all(first)
+    assert table.add_absent([*second, *first[:10]]) == list(range(len(second)))
+    assert table.nbytes == sized  # made once at its size: no digest moved by growing
+    assert len(table) == len(set(first) | set(second))
+    assert table.absent([*first, *second]) == []
+
+
+def test_reserving_more_after_digests_were_added_keeps_them() -> None:
+    table = DigestSet()
+    table.add_all([0, 5, (1 << 10) | 5, 2**64 - 1])
+    table.reserve(10_000)
+    assert table.absent([0, 5, (1 << 10) | 5, 2**64 - 1, 6]) == [4]
+    assert len(table) == 4
