@@ -1,0 +1,108 @@
+"""The local queue's session accept: which session it takes, and that its cost does not grow
+with the backlog (the query stops at the first eligible head)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worker.local.queue import _NEXT_SESSION, SCHEMA
+
+NOW = 1_000.0
+
+
+@contextmanager
+def queue_tables() -> Iterator[sqlite3.Connection]:
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.executescript(SCHEMA)
+        yield connection
+    finally:
+        connection.close()
+
+
+def enqueue(connection: sqlite3.Connection, session: str, *, visible_at: float = 0.0,
+            state: str = "active") -> None:  # fmt: skip
+    connection.execute(
+        "INSERT INTO queue_messages (message_id, session_id, body, enqueued_at, visible_at,"
+        " state) VALUES ('m', ?, x'00', 't', ?, ?)",
+        (session, visible_at, state),
+    )
+
+
+def lock(connection: sqlite3.Connection, session: str, until: float) -> None:
+    connection.execute("INSERT INTO queue_sessions VALUES (?, 'holder', ?)", (session, until))
+
+
+def next_session(connection: sqlite3.Connection) -> str | None:
+    row = connection.execute(_NEXT_SESSION, {"now": NOW}).fetchone()
+    return None if row is None else str(row[0])
+
+
+MESSAGES = st.lists(
+    st.tuples(
+        st.sampled_from("abcdef"),  # session
+        st.sampled_from([0.0, NOW, NOW + 1]),  # visible_at: now, at now, later
+        st.sampled_from(["active", "active", "active", "dead"]),
+    ),
+    max_size=30,
+)
+LOCKS = st.dictionaries(st.sampled_from("abcdef"), st.sampled_from([NOW - 1, NOW, NOW + 60]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages=MESSAGES, locks=LOCKS)
+def test_accept_takes_the_oldest_visible_head_of_a_session_no_live_holder_locks(
+    messages: list[tuple[str, float, str]], locks: dict[str, float]
+) -> None:
+    with queue_tables() as connection:
+        for session, visible_at, state in messages:
+            enqueue(connection, session, visible_at=visible_at, state=state)
+        for session, until in locks.items():
+            lock(connection, session, until)
+        heads: dict[str, tuple[int, float]] = {}  # session -> (its first active, visible_at)
+        for sequence, (session, visible_at, state) in enumerate(messages):
+            if state == "active" and session not in heads:
+                heads[session] = (sequence, visible_at)
+        eligible = [
+            (sequence, session)
+            for session, (sequence, visible_at) in heads.items()
+            if visible_at <= NOW and locks.get(session, NOW) <= NOW
+        ]
+        assert next_session(connection) == (min(eligible)[1] if eligible else None)
+
+
+def vm_steps(connection: sqlite3.Connection) -> int:
+    """SQLite virtual-machine steps (in hundreds) one accept query takes."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0  # carry on
+
+    connection.set_progress_handler(count, 100)
+    try:
+        next_session(connection)
+    finally:
+        connection.set_progress_handler(None, 0)
+    return steps[0]
+
+
+def test_accepting_a_session_costs_the_same_however_long_the_backlog() -> None:
+    def steps_with(backlog: int) -> int:
+        with queue_tables() as connection:
+            lock(connection, "busy", NOW + 60)
+            for _ in range(3):  # a held session's messages come first
+                enqueue(connection, "busy")
+            for n in range(backlog):
+                enqueue(connection, f"conversation-{n}")
+                enqueue(connection, "dead-letters", state="dead")
+            return vm_steps(connection)
+
+    small, large = steps_with(100), steps_with(5_000)
+    # Grouping every queued message by session first made it grow fifty-fold here.
+    assert large <= small + 2
