@@ -271,9 +271,20 @@ class TurnsRun:
     bare_loop_seconds: float  # the bare work loop timed inside it
     files_identical: bool  # every turn's export has the same bytes (they hold the same rows)
     repeats: int
+    one_turn: Usage  # `run --drain` on a home holding one headline turn (best of `repeats`)
 
     def project_ms(self, empty: Usage) -> float:
         return (self.project.wall - empty.wall) / self.turns * 1000
+
+    @property
+    def later_turns_ms(self) -> float:
+        """Wall per turn past the first: the code a turn needs is loaded by the first
+        message (not at start-up, which an empty queue would pay), once per process."""
+        return (self.project.wall - self.one_turn.wall) / (self.turns - 1) * 1000
+
+    def first_message_load_ms(self, empty: Usage) -> float:
+        """The first message's one-off loading: one turn's run past start-up and its turn."""
+        return (self.one_turn.wall - empty.wall) * 1000 - self.later_turns_ms
 
     @property
     def bare_ms(self) -> float:
@@ -299,12 +310,26 @@ def turns_case(bench: Bench, turns: int, repeats: int) -> TurnsRun:
             shas.add(export["export"]["sha256"])
         if n < repeats - 1:
             shutil.rmtree(home)
+    one_turn = []
+    for n in range(repeats):
+        single = bench.home("d-one-turn")
+        workload("seed-headline", single, "--turns", "1")
+        one_turn.append(bench.worker(f"d-one-turn-{n}", single))
+        _published(workload("outcome", single), 1)  # Failed unless its turn was published
+        shutil.rmtree(single)
     bare_runs = [bench.bare(f"d-bare-{n}", "turns", home, manifest) for n in range(2)]
     empty_runs = [bench.bare(f"d-bare-empty-{n}", "turns", home, {"turns": []}) for n in range(2)]
     loop = json.loads((bench.logs / "d-bare-0.out").read_text(encoding="utf-8"))["seconds"]
     shutil.rmtree(home)
     return TurnsRun(
-        turns, best(runs), best(bare_runs), best(empty_runs), loop, len(shas) == 1, repeats
+        turns,
+        best(runs),
+        best(bare_runs),
+        best(empty_runs),
+        loop,
+        len(shas) == 1,
+        repeats,
+        best(one_turn),
     )
 
 
@@ -521,6 +546,18 @@ def summary(r: Report) -> list[str]:
         "—",
     )
     row(
+        "d",
+        "the same past the first turn: ms/turn of the other "
+        f"{r.d.turns - 1} ({r.d.turns} turns' run minus one turn's, over {r.d.turns - 1}); the "
+        "first message loads the code a turn needs (the handler's modules, pydantic), once "
+        f"per process: {r.d.first_message_load_ms(e):.0f} ms",
+        f"{r.d.later_turns_ms:.1f} ms",
+        f"{r.d.bare_ms:.1f} ms",
+        _ratio(r.d.later_turns_ms, r.d.bare_ms),
+        "reported",
+        "—",
+    )
+    row(
         "e",
         f"`run --drain` on an empty queue: start-up and shutdown (median of {len(r.e.runs)})",
         f"{e.wall:.2f} s",
@@ -591,6 +628,7 @@ def detail(r: Report) -> list[str]:
         f"{r.d.turns / (r.d.project.wall - e.wall):.1f} turns/s net; every export "
         f"{'identical' if r.d.files_identical else 'NOT identical'}",
     )
+    row("d", f"`run --drain`, 1 headline turn (best of {r.d.repeats})", r.d.one_turn)
     row(
         "d",
         f"bare per-turn work, {r.d.turns} turns (best of 2)",
