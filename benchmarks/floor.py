@@ -7,7 +7,7 @@ bytes in memory; no start-up, no file I/O), from artifact bytes to csv bytes:
 - the worker's row path, with its own functions, in the order `worker/handler.py` calls
   them: parse (`parse_artifact_json`), clean (`RowCleaner`), digest (`row_digests`),
   de-duplicate across pages (`DigestSet`, inside `RowCollector.feed`), spool (`RowSpool`,
-  written and read back), cells (`action_rows_cells`) and csv (`csv_chunks`).
+  written and read back a batch at a time), cells (`batch_cells`) and csv (`csv_chunks`).
 
 The two csv outputs must be byte-identical (checked). Each step of the row path is timed
 alone on the previous step's output, so the table says which steps the bare pipeline also
@@ -40,13 +40,13 @@ from workloads import telemetry_page
 
 from handlers.dataset import RowCollector
 from handlers.digest_set import DigestSet
-from handlers.file_layout import action_rows_cells, layout
+from handlers.file_layout import batch_cells, layout
 from handlers.row_digest import row_digests
 from handlers.rows import RowCleaner, locate_rows
 from handlers.selection import ResultRef
 from handlers.serialisers.csv_file import csv_chunks
 from worker.artifact_json import parse_artifact_json
-from worker.spool import RowSpool
+from worker.spool import Batch, RowSpool
 
 ACTION = "h"
 
@@ -92,7 +92,7 @@ def row_path(data: list[bytes]) -> bytes:
             spool.extend(ACTION, collector.feed(ref, parse_artifact_json(raw)["result"]))
         selection = collector.select()
         shape = layout("csv", None, selection)
-        cells = action_rows_cells(spool.rows(ACTION), ACTION, selection, shape)
+        cells = batch_cells(spool.batches(ACTION), shape.keys)
         return b"".join(csv_chunks(shape.header, cells))
 
 
@@ -125,22 +125,19 @@ def steps(data: list[bytes], repeat: int) -> list[tuple[str, float]]:
 
     step("de-dup (DigestSet)", dedup)
 
-    def spool_round_trip() -> list[dict[str, Any]]:
+    def spool_round_trip() -> list[Batch]:
         with RowSpool() as spool:
             for rows in pages:
                 spool.extend(ACTION, rows)
-            return list(spool.rows(ACTION))
+            return list(spool.batches(ACTION))
 
-    rows = step("spool (write + read back)", spool_round_trip)
+    batches = step("spool (write + read back)", spool_round_trip)
     collector = RowCollector(None)
     for order, result in enumerate(results):
         collector.feed(ResultRef("t", ACTION, f"c{order}", f"a{order}", None, order), result)
     selection = collector.select()
     shape = layout("csv", None, selection)
-    cells = step(
-        "cells (action_rows_cells)",
-        lambda: list(action_rows_cells(rows, ACTION, selection, shape)),
-    )
+    cells = step("cells (batch_cells)", lambda: list(batch_cells(batches, shape.keys)))
     step("csv (csv_chunks)", lambda: b"".join(csv_chunks(shape.header, cells)))
     return timed
 

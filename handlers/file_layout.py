@@ -7,7 +7,7 @@ same `'` as any other cell, so the record names the columns exactly as the file 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,3 +80,20 @@ def action_rows_cells(
         return (action_cells(row, action, selection, shape) for row in rows)
     keys = shape.keys
     return (list(map(row.get, keys)) for row in rows)
+
+
+def batch_cells(
+    batches: Iterable[tuple[tuple[str, ...] | None, list[Any]]], keys: tuple[str, ...]
+) -> Iterator[Sequence[Any]]:
+    """Rows given a batch at a time aligned with `keys`: a batch of rows (None, dicts) as
+    `action_rows_cells` aligns them; a batch of values under the same keys in the same
+    order, (names, tuples), by position: as they are when `names` is `keys`."""
+    for names, rows in batches:
+        if names is None:
+            yield from (list(map(row.get, keys)) for row in rows)
+        elif names == keys:
+            yield from rows
+        else:
+            at = {name: position for position, name in enumerate(names)}
+            where = [at.get(key) for key in keys]
+            yield from ([None if i is None else row[i] for i in where] for row in rows)

@@ -8,9 +8,15 @@ even when its pages were fetched interleaved with another action's.
 
 Rows are written a batch at a time with `marshal`, each batch behind its length; the last,
 partial batch is read back from memory. marshal gives back exactly what went in (big
-integers, NaN and -0.0, text with lone surrogates, key order) at a fraction of the cost of
-JSON lines; its format is private to one Python version, which is all a temporary file
-read back by the process that wrote it needs.
+integers, NaN and -0.0, text with lone surrogates) at a fraction of the cost of JSON lines;
+its format is private to one Python version, which is all a temporary file read back by
+the process that wrote it needs.
+
+A batch whose rows all have the same keys (a page of one call's results, as a rule) is
+written as those keys once and each row's values as a tuple: less to write and read than
+a dict per row, and `batches` hands it over in that form, so the export aligns cells by
+position without a look-up per cell (`handlers/file_layout.batch_cells`). `rows` makes
+dicts of it again, their keys in the order of the batch's first row.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import marshal
 import tempfile
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import IO, Any
 
 _MEMORY_BYTES = 4 * 1024 * 1024
@@ -63,13 +70,33 @@ class RowSpool:
             return
         spooled.seek(0)
         while header := spooled.read(_LENGTH_BYTES):
-            batch: list[dict[str, Any]] = marshal.loads(
-                spooled.read(int.from_bytes(header, "little"))
-            )
-            yield from batch
+            written = marshal.loads(spooled.read(int.from_bytes(header, "little")))
+            if type(written) is tuple:
+                names, values = written
+                yield from (dict(zip(names, row, strict=True)) for row in values)
+            else:
+                yield from written
         # The rows not yet written (fewer than a batch) as they are: a small dataset never
         # goes through marshal at all.
         yield from list(self._pending[action])
+
+    def batches(self, action: str) -> Iterator[Batch]:
+        """The rows spooled for `action` a batch at a time, in append order: a batch whose
+        rows all had the same keys in the same order comes as those keys and each row's
+        values (the form it was written in); any other batch as its rows."""
+        spooled = self._files.get(action)
+        if spooled is None:
+            return
+        spooled.seek(0)
+        while header := spooled.read(_LENGTH_BYTES):
+            written = marshal.loads(spooled.read(int.from_bytes(header, "little")))
+            if type(written) is tuple:
+                yield written
+            else:
+                yield None, written
+        pending = self._pending[action]
+        if pending:
+            yield None, list(pending)
 
     def close(self) -> None:
         """Drop the spooled rows."""
@@ -93,7 +120,7 @@ class RowSpool:
         spooled = self._files[action]
         spooled.seek(0, 2)  # rows() may have left the position anywhere
         for start in range(0, len(pending), BATCH_ROWS):
-            data = marshal.dumps(pending[start : start + BATCH_ROWS])
+            data = marshal.dumps(_columnar(pending[start : start + BATCH_ROWS]))
             spooled.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
             spooled.write(data)
         pending.clear()
@@ -103,3 +130,22 @@ class RowSpool:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+# A batch read back: (keys, each row's values) or (None, the rows themselves).
+Batch = tuple[tuple[str, ...], list[tuple[Any, ...]]] | tuple[None, list[dict[str, Any]]]
+
+
+def _columnar(
+    rows: list[dict[str, Any]],
+) -> tuple[tuple[str, ...], list[Any]] | list[dict[str, Any]]:
+    """What a batch is written as: the first row's keys and each row's values under them
+    when every row has exactly those keys (a page of one call's results, as a rule); else
+    the rows. A row with the same keys in another order gives its values in that order."""
+    names = tuple(rows[0])
+    if len(names) < 2 or set(map(len, rows)) != {len(names)}:
+        return rows  # one key (itemgetter would not give tuples), or rows of other sizes
+    try:
+        return names, list(map(itemgetter(*names), rows))
+    except KeyError:  # a row of as many keys, not the same ones
+        return rows

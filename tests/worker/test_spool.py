@@ -1,4 +1,5 @@
-"""The row spool gives back exactly the rows it was given, per action, in order."""
+"""The row spool gives back exactly the rows it was given, per action, in order; a batch of
+rows with the same keys comes back as those keys and value tuples, aligned by position."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from handlers.file_layout import batch_cells
 from worker.spool import BATCH_ROWS, RowSpool
 
 SCALARS = st.one_of(
@@ -28,9 +30,9 @@ VALUES = st.recursive(
 ROWS = st.dictionaries(st.text(max_size=8), VALUES, max_size=5)
 
 
-def same(a: Any, b: Any) -> bool:
+def same(a: Any, b: Any, *, key_order: bool = True) -> bool:
     """Equal and of the same types all the way down; floats by bits (NaN equals NaN, -0.0
-    differs from 0.0); key order counts."""
+    differs from 0.0); key order counts (at the top, only when `key_order`)."""
     if type(a) is not type(b):
         return False
     if isinstance(a, float):
@@ -38,7 +40,8 @@ def same(a: Any, b: Any) -> bool:
             return math.isnan(a) and math.isnan(b)
         return a == b and math.copysign(1, a) == math.copysign(1, b)
     if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+        keys_match = list(a) == list(b) if key_order else a.keys() == b.keys()
+        return keys_match and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list):
         return len(a) == len(b) and all(map(same, a, b))
     return bool(a == b)
@@ -97,3 +100,84 @@ def test_fewer_rows_than_a_batch_never_go_through_marshal(monkeypatch: Any) -> N
         spool.extend("h", rows[10:])
         assert list(spool.rows("h")) == rows
         assert list(spool.rows("h")) == rows
+
+
+# Pages as calls return them: many rows of one shape (the same keys, maybe in another order,
+# now and then a row of other keys), enough of them to fill several marshalled batches.
+SHAPES = st.lists(st.text(max_size=4), min_size=1, max_size=5, unique=True)
+
+
+@st.composite
+def pages(draw: st.DrawFn) -> list[dict[str, Any]]:
+    names = draw(SHAPES)
+    odd = draw(st.dictionaries(st.text(max_size=4), SCALARS, max_size=4))
+    count = draw(st.integers(min_value=0, max_value=2 * BATCH_ROWS + 10))
+    every = draw(st.sampled_from([0, 1, 7, 500]))  # how often a row breaks the shape
+    value = draw(SCALARS)
+    reordered = draw(st.booleans())
+    rows: list[dict[str, Any]] = []
+    for n in range(count):
+        if every and n % every == every - 1:
+            rows.append(dict(odd))
+        else:
+            keys = names[::-1] if reordered and n % 2 else names
+            rows.append({key: [n, value] if key == names[0] else value for key in keys})
+    return rows
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    appended=st.lists(st.tuples(st.sampled_from(["a", "b"]), pages()), max_size=3),
+    keys=st.lists(st.text(max_size=4), max_size=6, unique=True),
+)
+def test_batches_align_with_any_keys_as_the_rows_would(
+    appended: list[tuple[str, list[dict[str, Any]]]], keys: list[str]
+) -> None:
+    with RowSpool() as spool:
+        for action, rows in appended:
+            spool.extend(action, rows)
+        for action in ("a", "b"):
+            expected = [row for name, rows in appended if name == action for row in rows]
+            for wanted in (tuple(keys), *{tuple(row) for row in expected[:1]}):
+                cells = list(batch_cells(spool.batches(action), wanted))
+                assert len(cells) == len(expected)
+                assert all(
+                    same(list(got), [row.get(key) for key in wanted])
+                    for got, row in zip(cells, expected, strict=True)
+                )
+            back = list(spool.rows(action))  # dicts again: the same keys and values
+            assert all(map(lambda a, b: same(a, b, key_order=False), back, expected))
+
+
+def test_a_page_of_one_shape_is_spooled_as_its_keys_and_value_tuples() -> None:
+    rows = [{"ts": f"t{n}", "value": n / 2, "unit": "V"} for n in range(2 * BATCH_ROWS + 5)]
+    rows[3] = {"unit": "V", "ts": "t3", "value": 1.5}  # the same keys in another order
+    with RowSpool() as spool:
+        spool.extend("h", rows[: 2 * BATCH_ROWS])
+        spool.extend("h", rows[2 * BATCH_ROWS :])
+        first, second, rest = spool.batches("h")
+        assert first[0] == second[0] == ("ts", "value", "unit")
+        assert first[1][3] == ("t3", 1.5, "V") and first[1][4] == ("t4", 2.0, "V")
+        assert rest == (None, rows[2 * BATCH_ROWS :])  # the partial batch: still in memory
+        # The cells of the header's keys are the tuples as read; other keys by position.
+        cells = list(batch_cells(spool.batches("h"), ("ts", "value", "unit")))
+        assert cells[: 2 * BATCH_ROWS] == first[1] + second[1]
+        assert {type(row) for row in cells[: 2 * BATCH_ROWS]} == {tuple}
+        assert list(batch_cells(spool.batches("h"), ("unit", "gone")))[:2] == [
+            ["V", None],
+            ["V", None],
+        ]
+
+
+def test_rows_of_other_keys_or_of_one_key_are_spooled_as_rows() -> None:
+    mixed = [{"a": n, "b": n} for n in range(BATCH_ROWS)]
+    mixed[-1] = {"a": 1, "c": 2}  # as many keys, not the same ones
+    sized = [{"a": n, "b": n} for n in range(BATCH_ROWS)]
+    sized[0] = {"a": 0}
+    single = [{"n": n} for n in range(BATCH_ROWS)]
+    for rows in (mixed, sized, single):
+        with RowSpool() as spool:
+            spool.extend("h", rows)
+            ((names, back),) = spool.batches("h")
+            assert names is None and back == rows
+            assert list(spool.rows("h")) == rows
