@@ -7,8 +7,9 @@ same `'` as any other cell, so the record names the columns exactly as the file 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from handlers.dataset import finish_row
@@ -88,12 +89,26 @@ def batch_cells(
     """Rows given a batch at a time aligned with `keys`: a batch of rows (None, dicts) as
     `action_rows_cells` aligns them; a batch of values under the same keys in the same
     order, (names, tuples), by position: as they are when `names` is `keys`."""
+    exactly = itemgetter(*keys) if len(keys) > 1 else None  # a tuple of the keys' values
     for names, rows in batches:
         if names is None:
-            yield from (list(map(row.get, keys)) for row in rows)
+            yield from _dict_cells(rows, keys, exactly)
         elif names == keys:
             yield from rows
         else:
             at = {name: position for position, name in enumerate(names)}
             where = [at.get(key) for key in keys]
             yield from ([None if i is None else row[i] for i in where] for row in rows)
+
+
+def _dict_cells(
+    rows: list[Row], keys: tuple[str, ...], exactly: Callable[[Row], tuple[Any, ...]] | None
+) -> Iterable[Sequence[Any]]:
+    """Rows aligned with `keys`: by one C call per row when every row has exactly those keys
+    (a batch of one call's results, as a rule), else by a look-up per key."""
+    if exactly is not None and set(map(len, rows)) == {len(keys)}:
+        try:
+            return list(map(exactly, rows))
+        except KeyError:  # a row of as many keys, not the same ones
+            pass
+    return (list(map(row.get, keys)) for row in rows)
