@@ -86,9 +86,10 @@ def action_rows_cells(
 def batch_cells(
     batches: Iterable[tuple[tuple[str, ...] | None, list[Any]]], keys: tuple[str, ...]
 ) -> Iterator[Sequence[Any]]:
-    """Rows given a batch at a time aligned with `keys`: a batch of rows (None, dicts) as
-    `action_rows_cells` aligns them; a batch of values under the same keys in the same
-    order, (names, tuples), by position: as they are when `names` is `keys`."""
+    """Rows given a batch at a time (`RowSpool.batches`) aligned with `keys`, as
+    `action_rows_cells` aligns them: a batch of rows, (None, dicts), by key; a batch of
+    value tuples under the same keys, (names, tuples), by position, and as they are when
+    `names` is `keys`."""
     exactly = itemgetter(*keys) if len(keys) > 1 else None  # a tuple of the keys' values
     for names, rows in batches:
         if names is None:

@@ -64,36 +64,29 @@ class RowSpool:
             self._flush(action)
 
     def rows(self, action: str) -> Iterator[dict[str, Any]]:
-        """The rows spooled for `action`, in append order (again from the start each call)."""
-        spooled = self._files.get(action)
-        if spooled is None:
-            return
-        spooled.seek(0)
-        while header := spooled.read(_LENGTH_BYTES):
-            written = marshal.loads(spooled.read(int.from_bytes(header, "little")))
-            if type(written) is tuple:
-                names, values = written
-                yield from (dict(zip(names, row, strict=True)) for row in values)
+        """The rows spooled for `action`, in append order (again from the start each call);
+        a row of a batch written as keys and values comes back with the batch's key order."""
+        for batch in self.batches(action):
+            if batch[0] is None:
+                yield from batch[1]
             else:
-                yield from written
-        # The rows not yet written (fewer than a batch) as they are: a small dataset never
-        # goes through marshal at all.
-        yield from list(self._pending[action])
+                names, tuples = batch
+                yield from (dict(zip(names, values, strict=True)) for values in tuples)
 
     def batches(self, action: str) -> Iterator[Batch]:
-        """The rows spooled for `action` a batch at a time, in append order: a batch whose
-        rows all had the same keys in the same order comes as those keys and each row's
-        values (the form it was written in); any other batch as its rows."""
+        """The rows spooled for `action` a batch at a time, in append order (again from the
+        start each call): a batch whose rows all had the same keys as the keys of its first
+        row and each row's values under them, the form it was written in; any other batch,
+        and the rows not yet written, as (None, the rows)."""
         spooled = self._files.get(action)
         if spooled is None:
             return
         spooled.seek(0)
         while header := spooled.read(_LENGTH_BYTES):
             written = marshal.loads(spooled.read(int.from_bytes(header, "little")))
-            if type(written) is tuple:
-                yield written
-            else:
-                yield None, written
+            yield written if type(written) is tuple else (None, written)
+        # The rows not yet written (fewer than a batch) as they are: a small dataset never
+        # goes through marshal at all.
         pending = self._pending[action]
         if pending:
             yield None, list(pending)
