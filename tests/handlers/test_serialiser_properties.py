@@ -208,3 +208,22 @@ def test_csv_round_trip_keeps_grouped_numbers_plain_and_line_breaks_as_crlf(
             assert written == value  # a grouped number stays a number: no apostrophe
         else:
             assert written in (crlf, "'" + crlf)
+
+
+@settings(max_examples=40, deadline=None)
+@given(tables())
+def test_rows_given_as_value_tuples_write_the_same_bytes_as_lists(
+    table: tuple[list[str], list[list[Any]]],
+) -> None:
+    # The spool hands a dataset's batches over as value tuples (worker/spool.py): every
+    # format must write them exactly as it writes lists.
+    columns, rows = table
+    as_tuples = [tuple(row) for row in rows]
+    for chunks in (csv_chunks, json_chunks, xml_chunks):
+        assert b"".join(chunks(columns, as_tuples)) == b"".join(chunks(columns, rows))
+    books = []
+    for given_rows in (rows, as_tuples):
+        sink = io.BytesIO()
+        write_xlsx(columns, given_rows, sink)
+        books.append(sink.getvalue())
+    assert books[0] == books[1]
