@@ -7,6 +7,7 @@ import io
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import openpyxl
@@ -52,6 +53,12 @@ def tables(draw: st.DrawFn) -> tuple[list[str], list[list[Any]]]:
     columns = unique_headers(draw(st.lists(names, min_size=1, max_size=6)))
     row = st.lists(values, max_size=len(columns))
     return columns, draw(st.lists(row, max_size=8))
+
+
+def xlsx_bytes(columns: list[str], rows: Sequence[Sequence[Any]]) -> bytes:
+    sink = io.BytesIO()
+    write_xlsx(columns, rows, sink)
+    return sink.getvalue()
 
 
 def padded(row: list[Any], width: int) -> list[Any]:
@@ -159,10 +166,7 @@ def test_xlsx_parses_back_to_numbers_booleans_and_text(
     table: tuple[list[str], list[list[Any]]],
 ) -> None:
     columns, rows = table
-    sink = io.BytesIO()
-    write_xlsx(columns, rows, sink)
-    sink.seek(0)
-    sheet = openpyxl.load_workbook(sink).active
+    sheet = openpyxl.load_workbook(io.BytesIO(xlsx_bytes(columns, rows))).active
     grid = list(sheet.iter_rows(values_only=True))
     assert [unescape(name) for name in grid[0][: len(columns)]] == columns
     body = [list(r) + [None] * (len(columns) - len(r)) for r in grid[1:]]
@@ -221,9 +225,4 @@ def test_rows_given_as_value_tuples_write_the_same_bytes_as_lists(
     as_tuples = [tuple(row) for row in rows]
     for chunks in (csv_chunks, json_chunks, xml_chunks):
         assert b"".join(chunks(columns, as_tuples)) == b"".join(chunks(columns, rows))
-    books = []
-    for given_rows in (rows, as_tuples):
-        sink = io.BytesIO()
-        write_xlsx(columns, given_rows, sink)
-        books.append(sink.getvalue())
-    assert books[0] == books[1]
+    assert xlsx_bytes(columns, as_tuples) == xlsx_bytes(columns, rows)
