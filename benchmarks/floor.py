@@ -40,7 +40,7 @@ from workloads import telemetry_page
 
 from handlers.dataset import RowCollector
 from handlers.digest_set import DigestSet
-from handlers.file_layout import batch_cells, layout
+from handlers.file_layout import batch_cells, dataset_cells, layout
 from handlers.row_digest import row_digests
 from handlers.rows import RowCleaner, locate_rows
 from handlers.selection import ResultRef
@@ -92,7 +92,7 @@ def row_path(data: list[bytes]) -> bytes:
             spool.extend(ACTION, collector.feed(ref, parse_artifact_json(raw)["result"]))
         selection = collector.select()
         shape = layout("csv", None, selection)
-        cells = batch_cells(spool.batches(ACTION), shape.keys)
+        cells = dataset_cells(spool.batches(ACTION), ACTION, selection, shape)
         return b"".join(csv_chunks(shape.header, cells))
 
 

@@ -83,9 +83,32 @@ def action_rows_cells(
     return (list(map(row.get, keys)) for row in rows)
 
 
-def batch_cells(
-    batches: Iterable[tuple[tuple[str, ...] | None, list[Any]]], keys: tuple[str, ...]
+SpooledBatch = tuple[tuple[str, ...] | None, list[Any]]  # as `RowSpool.batches` gives them
+
+
+def dataset_cells(
+    batches: Iterable[SpooledBatch], action: str, selection: Selection, shape: Layout
 ) -> Iterator[Sequence[Any]]:
+    """A selected dataset's cells from its spooled batches: each row's `action_cells`, the
+    source column (when groups were combined) added to every row of a batch."""
+    source = selection.source_column
+    if source is not None:
+        batches = (_with_source(batch, source, action, selection) for batch in batches)
+    return batch_cells(batches, shape.keys)
+
+
+def _with_source(
+    batch: SpooledBatch, source: str, action: str, selection: Selection
+) -> SpooledBatch:
+    names, rows = batch
+    if names is None:
+        return None, [finish_row(row, action, selection) for row in rows]
+    # A source column already among the keys is named twice: its last value, the action's,
+    # is the one `batch_cells` picks, as `finish_row` overwrites it.
+    return (*names, source), [(*values, action) for values in rows]
+
+
+def batch_cells(batches: Iterable[SpooledBatch], keys: tuple[str, ...]) -> Iterator[Sequence[Any]]:
     """Rows given a batch at a time (`RowSpool.batches`) aligned with `keys`, as
     `action_rows_cells` aligns them: a batch of rows, (None, dicts), by key; a batch of
     value tuples under the same keys, (names, tuples), by position, and as they are when

@@ -22,7 +22,7 @@ from handlers import publishing
 from handlers import turn as story
 from handlers.dataset import RowCollector
 from handlers.errors import PermanentError, RetryableError
-from handlers.file_layout import action_rows_cells, batch_cells, table_cells
+from handlers.file_layout import dataset_cells, table_cells
 from handlers.phases import (
     Ending,
     ExportPlan,
@@ -328,11 +328,7 @@ def _cells(plan: ExportPlan, spool: RowSpool) -> Iterator[Sequence[Any]]:
     selection = plan.selection
     assert selection is not None
     for action in selection.actions:  # one dataset after another, in first-call order
-        if selection.source_column is None:
-            # Batches kept as their keys and value tuples are aligned by position, in C.
-            yield from batch_cells(spool.batches(action), plan.layout.keys)
-        else:
-            yield from action_rows_cells(spool.rows(action), action, selection, plan.layout)
+        yield from dataset_cells(spool.batches(action), action, selection, plan.layout)
 
 
 def _log_published(record: TurnRecord) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handlers.file_layout import action_cells, action_rows_cells, layout
+from handlers.file_layout import action_cells, action_rows_cells, dataset_cells, layout
 from handlers.selection import Selection
 
 KEYS = ("x", "y", "=z", "")
@@ -32,3 +32,30 @@ def test_rows_cells_are_each_rows_action_cells(
     shape = layout("csv", None, selection)
     expected = [action_cells(row, "b", selection, shape) for row in rows]
     assert list(action_rows_cells(iter(rows), "b", selection, shape)) == expected
+
+
+# Rows of one shape: the same keys, each row's values drawn on its own.
+uniform_rows = st.lists(st.sampled_from(KEYS), unique=True, max_size=4).flatmap(
+    lambda names: st.lists(
+        st.fixed_dictionaries({name: st.none() | st.integers() | st.text() for name in names}),
+        max_size=20,
+    )
+)
+
+
+@given(rows_strategy | uniform_rows, st.sampled_from([None, "Source action", "x"]))
+def test_spooled_batches_cells_are_each_rows_action_cells(
+    rows: list[dict[str, Any]], source: str | None
+) -> None:
+    # As the spool hands them over: a batch whose rows share their keys as the first row's
+    # keys and every row's values under them; any other batch as the rows themselves.
+    selection = _selection(source)
+    shape = layout("csv", None, selection)
+    names = tuple(rows[0]) if rows else ()
+    if all(row.keys() == set(names) for row in rows):
+        batches: list[Any] = [(names, [tuple(row[name] for name in names) for row in rows])]
+    else:
+        batches = [(None, rows)]
+    expected = [action_cells(row, "b", selection, shape) for row in rows]
+    got = dataset_cells(iter(batches), "b", selection, shape)
+    assert [list(cells) for cells in got] == expected
