@@ -15,6 +15,7 @@ from typing import Any
 from handlers.dataset import finish_row
 from handlers.rows import Row
 from handlers.selection import Selection
+from handlers.serialisers import Cells, ColumnBlock
 from handlers.serialisers.csv_file import neutralised
 from handlers.serialisers.headers import unique_headers
 from handlers.tables import Table
@@ -88,7 +89,7 @@ SpooledBatch = tuple[tuple[str, ...] | None, list[Any]]  # as `RowSpool.batches`
 
 def dataset_cells(
     batches: Iterable[SpooledBatch], action: str, selection: Selection, shape: Layout
-) -> Iterator[Sequence[Any]]:
+) -> Iterator[Cells]:
     """A selected dataset's cells from its spooled batches: each row's `action_cells`, the
     source column (when groups were combined) added to every row of a batch."""
     source = selection.source_column
@@ -103,26 +104,29 @@ def _with_source(
     names, rows = batch
     if names is None:
         return None, [finish_row(row, action, selection) for row in rows]
-    # A source column already among the keys is named twice: its last value, the action's,
+    # A source column already among the keys is named twice: its last column, the action's,
     # is the one `batch_cells` picks, as `finish_row` overwrites it.
-    return (*names, source), [(*values, action) for values in rows]
+    return (*names, source), [*rows, [action] * len(rows[0])]
 
 
-def batch_cells(batches: Iterable[SpooledBatch], keys: tuple[str, ...]) -> Iterator[Sequence[Any]]:
+def batch_cells(batches: Iterable[SpooledBatch], keys: tuple[str, ...]) -> Iterator[Cells]:
     """Rows given a batch at a time (`RowSpool.batches`) aligned with `keys`, as
-    `action_rows_cells` aligns them: a batch of rows, (None, dicts), by key; a batch of
-    value tuples under the same keys, (names, tuples), by position, and as they are when
-    `names` is `keys`."""
+    `action_rows_cells` aligns them: a batch of rows, (None, dicts), by key, row by row; a
+    batch of columns under the same keys, (names, columns), as one `ColumnBlock` of the
+    columns the keys name (a key it lacks, a column of None)."""
     exactly = itemgetter(*keys) if len(keys) > 1 else None  # a tuple of the keys' values
-    for names, rows in batches:
+    for names, written in batches:
         if names is None:
-            yield from _dict_cells(rows, keys, exactly)
+            yield from _dict_cells(written, keys, exactly)
+        elif not keys:
+            yield from ([] for _ in written[0])  # rows of no cells
         elif names == keys:
-            yield from rows
+            yield ColumnBlock(written)
         else:
+            # The last of a name given twice wins, as a dict keeps the last value.
             at = {name: position for position, name in enumerate(names)}
-            where = [at.get(key) for key in keys]
-            yield from ([None if i is None else row[i] for i in where] for row in rows)
+            absent = [None] * len(written[0])
+            yield ColumnBlock([absent if at.get(key) is None else written[at[key]] for key in keys])
 
 
 def _dict_cells(

@@ -8,10 +8,9 @@ import hashlib
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
-from typing import Any
 
 from handlers.publishing import Written
-from handlers.serialisers import CONTENT_TYPES
+from handlers.serialisers import CONTENT_TYPES, Cells
 from handlers.serialisers.csv_file import csv_chunks
 from handlers.serialisers.json_file import json_chunks
 from schemas.vocabulary import ExportFormat
@@ -29,7 +28,7 @@ async def write_export(
     info: BlobInfo,
     fmt: ExportFormat,
     columns: Sequence[str],
-    rows: Iterable[Sequence[Any]],
+    rows: Iterable[Cells],
     row_count: int,
     *,
     max_bytes: int,
@@ -70,7 +69,7 @@ def content_type(fmt: ExportFormat) -> str:
 async def _chunks(
     fmt: ExportFormat,
     columns: Sequence[str],
-    rows: Iterable[Sequence[Any]],
+    rows: Iterable[Cells],
     *,
     csv_bom: bool,
     files: contextlib.ExitStack,

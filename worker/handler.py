@@ -41,6 +41,7 @@ from handlers.publishing import (
     Written,
 )
 from handlers.selection import ResultRef
+from handlers.serialisers import Cells
 from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import TurnRecord
@@ -320,7 +321,7 @@ class TurnHandler:
 
 
 # --------------------------------------------------------------------------------------
-def _cells(plan: ExportPlan, spool: RowSpool) -> Iterator[Sequence[Any]]:
+def _cells(plan: ExportPlan, spool: RowSpool) -> Iterator[Cells]:
     """The file's rows aligned with its header: the table's, or each selected dataset's."""
     if plan.table is not None:
         yield from table_cells(plan.table, plan.layout)

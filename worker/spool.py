@@ -13,10 +13,11 @@ its format is private to one Python version, which is all a temporary file read 
 the process that wrote it needs.
 
 A batch whose rows all have the same keys (a page of one call's results, as a rule) is
-written as those keys once and each row's values as a tuple: less to write and read than
-a dict per row, and `batches` hands it over in that form, so the export aligns cells by
-position without a look-up per cell (`handlers/file_layout.batch_cells`). `rows` makes
-dicts of it again, their keys in the order of the batch's first row.
+written as those keys once and a list of values per key, the batch's columns: less to write
+and read than a dict per row, and `batches` hands it over in that form (the rows not yet
+written too), so the export takes whole columns (`handlers/file_layout.batch_cells`) and
+the CSV writer checks and writes them a column at a time, no row built in between. `rows`
+makes dicts of it again, their keys in the order of the batch's first row.
 """
 
 from __future__ import annotations
@@ -65,19 +66,22 @@ class RowSpool:
 
     def rows(self, action: str) -> Iterator[dict[str, Any]]:
         """The rows spooled for `action`, in append order (again from the start each call);
-        a row of a batch written as keys and values comes back with the batch's key order."""
+        a row of a batch written as keys and columns comes back with the batch's key order."""
         for batch in self.batches(action):
             if batch[0] is None:
                 yield from batch[1]
             else:
-                names, tuples = batch
-                yield from (dict(zip(names, values, strict=True)) for values in tuples)
+                names, columns = batch
+                yield from (
+                    dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)
+                )
 
     def batches(self, action: str) -> Iterator[Batch]:
         """The rows spooled for `action` a batch at a time, in append order (again from the
         start each call): a batch whose rows all had the same keys as the keys of its first
-        row and each row's values under them, the form it was written in; any other batch,
-        and the rows not yet written, as (None, the rows)."""
+        row and their columns (one list of values per key), the form it was written in; any
+        other batch as (None, the rows). The rows not yet written (fewer than a batch) come
+        last, in the same two forms."""
         spooled = self._files.get(action)
         if spooled is None:
             return
@@ -85,11 +89,12 @@ class RowSpool:
         while header := spooled.read(_LENGTH_BYTES):
             written = marshal.loads(spooled.read(int.from_bytes(header, "little")))
             yield written if type(written) is tuple else (None, written)
-        # The rows not yet written (fewer than a batch) as they are: a small dataset never
-        # goes through marshal at all.
+        # The rows not yet written, read from memory: a small dataset never goes through
+        # marshal at all.
         pending = self._pending[action]
         if pending:
-            yield None, list(pending)
+            batch = _columnar(pending)
+            yield batch if type(batch) is tuple else (None, list(pending))
 
     def close(self) -> None:
         """Drop the spooled rows."""
@@ -125,20 +130,20 @@ class RowSpool:
         self.close()
 
 
-# A batch read back: (keys, each row's values) or (None, the rows themselves).
-Batch = tuple[tuple[str, ...], list[tuple[Any, ...]]] | tuple[None, list[dict[str, Any]]]
+# A batch read back: (keys, a list of values per key) or (None, the rows themselves).
+Batch = tuple[tuple[str, ...], list[list[Any]]] | tuple[None, list[dict[str, Any]]]
 
 
 def _columnar(
     rows: list[dict[str, Any]],
-) -> tuple[tuple[str, ...], list[Any]] | list[dict[str, Any]]:
-    """What a batch is written as: the first row's keys and each row's values under them
-    when every row has exactly those keys (a page of one call's results, as a rule); else
-    the rows. A row with the same keys in another order gives its values in that order."""
+) -> tuple[tuple[str, ...], list[list[Any]]] | list[dict[str, Any]]:
+    """What a batch is written as: the first row's keys and the rows' values under each
+    (its columns) when every row has exactly those keys (a page of one call's results, as a
+    rule); else the rows."""
     names = tuple(rows[0])
-    if len(names) < 2 or set(map(len, rows)) != {len(names)}:
-        return rows  # one key (itemgetter would not give tuples), or rows of other sizes
+    if not names or set(map(len, rows)) != {len(names)}:
+        return rows  # no keys (no column would hold the rows), or rows of other sizes
     try:
-        return names, list(map(itemgetter(*names), rows))
+        return names, [list(map(itemgetter(name), rows)) for name in names]
     except KeyError:  # a row of as many keys, not the same ones
         return rows

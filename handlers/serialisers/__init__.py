@@ -2,12 +2,15 @@
 
 Every serialiser takes `columns` (already made unique by `headers.unique_headers`, so the
 file's header matches the columns the caller records) and an iterable of rows aligned with
-them; a value is a JSON value and `None` means missing. Nothing here does I/O: the text
-formats yield byte chunks, XLSX writes to a sink it is handed. Rows are consumed one at a
-time so no format holds the whole dataset.
+them; a value is a JSON value and `None` means missing. In that iterable a `ColumnBlock`
+may stand for several rows given as their columns (how the row spool hands a batch back):
+CSV writes such a block a column at a time, the other formats row by row (`each_row`), and
+every format writes the same bytes as for the rows themselves. Nothing here does I/O: the
+text formats yield byte chunks, XLSX writes to a sink it is handed. Rows are consumed a row
+or a block at a time so no format holds the whole dataset.
 
-This module holds only what every text format shares: content types, extensions, the row
-shape rule and the chunking rule.
+This module holds only what every format shares: content types, extensions, the row
+shape rule, column blocks and the chunking rule.
 """
 
 from __future__ import annotations
@@ -22,6 +25,37 @@ CONTENT_TYPES: Final[dict[str, str]] = {
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
 }
 EXTENSIONS: Final[dict[str, str]] = {"csv": "csv", "json": "json", "xml": "xml", "xlsx": "xlsx"}
+
+
+class ColumnBlock:
+    """Rows given as their columns: one sequence per column of the file, all of one length
+    (`len`); row i is the i-th value of each."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: Sequence[Sequence[Any]]) -> None:
+        if not columns:
+            raise ValueError("a column block needs at least one column")
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        """The block's rows, as tuples, in order."""
+        return zip(*self.columns, strict=True)
+
+
+Cells = Sequence[Any] | ColumnBlock  # what a serialiser's `rows` yields
+
+
+def each_row(rows: Iterable[Cells]) -> Iterator[Sequence[Any]]:
+    """The rows, a column block's expanded in place."""
+    for item in rows:
+        if type(item) is ColumnBlock:
+            yield from item.rows()
+        else:
+            yield item  # type: ignore[misc]
 
 
 def aligned(row: Sequence[Any], width: int) -> Sequence[Any]:

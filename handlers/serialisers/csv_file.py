@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
-from typing import Any
+from itertools import groupby, islice
+from typing import Any, cast
 
-from handlers.serialisers import aligned
+from handlers.serialisers import Cells, ColumnBlock, aligned
 from handlers.serialisers.json_file import compact_json
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -88,7 +88,7 @@ def csv_cell(value: Any) -> str:
 
 def csv_chunks(
     columns: Sequence[str],
-    rows: Iterable[Sequence[Any]],
+    rows: Iterable[Cells],
     *,
     bom: bool = True,
     chunk_size: int = 65536,
@@ -100,28 +100,15 @@ def csv_chunks(
 
 
 def _csv_chunks(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], bom: bool, chunk_size: int
+    columns: Sequence[str], rows: Iterable[Cells], bom: bool, chunk_size: int
 ) -> Iterator[bytes]:
     # Records are joined and encoded a chunk at a time, not one by one. A chunk is cut once
     # it holds chunk_size characters, so at least as many bytes.
     lines = [("\ufeff" if bom else "") + _record(columns)]
     size = len(lines[0])
-    width = len(columns)
-    cell = _cell
-    rows = iter(rows)
-    while batch := list(islice(rows, _BATCH_ROWS)):
-        text = _plain_records(batch, width)
-        if text is not None:
-            lines.append(text)
-            size += len(text)
-        else:
-            for row in batch:
-                line = ",".join(map(cell, row if len(row) == width else aligned(row, width)))
-                # A blank line reads back as a record of no cells; `""` keeps its one empty
-                # cell.
-                line = line or ('""' if width else "")
-                lines.append(line + "\r\n")
-                size += len(line) + 2
+    for text in _records(rows, len(columns)):
+        lines.append(text)
+        size += len(text)
         if size >= chunk_size:
             yield "".join(lines).encode("utf-8")
             lines.clear()
@@ -130,14 +117,57 @@ def _csv_chunks(
         yield "".join(lines).encode("utf-8")
 
 
+def _records(rows: Iterable[Cells], width: int) -> Iterator[str]:
+    """The records of the rows, a record or a batch of them at a time."""
+    # Runs of rows and runs of column blocks, told apart in C (`type` of each item).
+    for kind, run in groupby(rows, type):
+        if kind is ColumnBlock:
+            for block in cast(Iterator[ColumnBlock], run):
+                yield from _block_records(block, width)
+        else:
+            yield from _row_records(cast(Iterator[Sequence[Any]], run), width)
+
+
+def _block_records(block: ColumnBlock, width: int) -> Iterator[str]:
+    if len(block.columns) != width:
+        raise ValueError(f"a block of {len(block.columns)} columns for {width} columns")
+    text = _plain_columns(block.columns, width)
+    if text is not None:
+        yield text
+    else:  # its rows, a batch at a time, cell by cell where a rule may apply
+        yield from _row_records(block.rows(), width)
+
+
+def _row_records(rows: Iterable[Sequence[Any]], width: int) -> Iterator[str]:
+    cell = _cell
+    rows = iter(rows)
+    while batch := list(islice(rows, _BATCH_ROWS)):
+        text = _plain_records(batch, width)
+        if text is not None:
+            yield text
+            continue
+        for row in batch:
+            line = ",".join(map(cell, row if len(row) == width else aligned(row, width)))
+            # A blank line reads back as a record of no cells; `""` keeps its one empty cell.
+            yield (line or ('""' if width else "")) + "\r\n"
+
+
 def _plain_records(rows: list[Sequence[Any]], width: int) -> str | None:
-    """The rows' records when no cell needs a rule, checked a column at a time in C; else
-    None. Such a column holds only text no rule touches, only finite floats (their repr) or
-    only integers (no bools); every row is full and has a comma, so none is blank."""
-    if width < 2 or set(map(len, rows)) != {width}:
+    """The rows' records when no cell needs a rule (`_plain_columns`); else None."""
+    if set(map(len, rows)) != {width}:
+        return None
+    return _plain_columns(list(zip(*rows, strict=True)), width)
+
+
+def _plain_columns(columns: Sequence[Sequence[Any]], width: int) -> str | None:
+    """The records of rows given as their columns when no cell needs a rule, checked a column
+    at a time in C; else None. Such a column holds only text no rule touches, only finite
+    floats (their repr) or only integers (no bools); a record has a comma (two columns at
+    least), so none is blank."""
+    if width < 2 or not columns[0]:
         return None
     texts: list[Sequence[str]] = []
-    for column in zip(*rows, strict=True):
+    for column in columns:
         kinds = set(map(type, column))
         if kinds == {str}:
             if not _plain_column("\x00" + "\x00".join(column)):

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from handlers.serialisers import aligned, byte_chunks
+from handlers.serialisers import Cells, aligned, byte_chunks, each_row
 
 
 def finite(value: Any) -> Any:
@@ -37,10 +37,10 @@ def compact_json(value: Any) -> str:
 
 
 def json_chunks(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, chunk_size: int = 65536
+    columns: Sequence[str], rows: Iterable[Cells], *, chunk_size: int = 65536
 ) -> Iterator[bytes]:
     """A UTF-8 JSON array of objects, keys in column order, values as retrieved."""
-    return byte_chunks(_json_texts(columns, rows), chunk_size, errors="backslashreplace")
+    return byte_chunks(_json_texts(columns, each_row(rows)), chunk_size, errors="backslashreplace")
 
 
 def _json_texts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[str]:

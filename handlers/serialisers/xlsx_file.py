@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, Final
 
-from handlers.serialisers import aligned
+from handlers.serialisers import Cells, aligned, each_row
 from handlers.serialisers.csv_file import cell_text
 
 MAX_XLSX_DATA_ROWS: Final = 1_048_575
@@ -50,7 +50,7 @@ FIXED_CREATED = datetime(2000, 1, 1, tzinfo=UTC)
 
 def write_xlsx(
     columns: Sequence[str],
-    rows: Iterable[Sequence[Any]],
+    rows: Iterable[Cells],
     sink: BinaryIO,
     *,
     created: datetime = FIXED_CREATED,
@@ -71,7 +71,7 @@ def write_xlsx(
             sheet.write_string(0, col, _text(name), bold)
         sheet.freeze_panes(1, 0)
         width = len(columns)
-        for index, row in enumerate(rows, start=1):
+        for index, row in enumerate(each_row(rows), start=1):
             if index > MAX_XLSX_DATA_ROWS:
                 raise ValueError(f"more than {MAX_XLSX_DATA_ROWS} rows do not fit in a sheet")
             for col, value in enumerate(aligned(row, width)):

@@ -23,7 +23,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from handlers.serialisers import aligned, byte_chunks
+from handlers.serialisers import Cells, aligned, byte_chunks, each_row
 from handlers.serialisers.csv_file import cell_text
 
 # Letter ranges (inclusive) taken from XML 1.0 4th edition, Appendix B "BaseChar" and
@@ -78,10 +78,10 @@ def xml_text(text: str) -> str:
 
 
 def xml_chunks(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, chunk_size: int = 65536
+    columns: Sequence[str], rows: Iterable[Cells], *, chunk_size: int = 65536
 ) -> Iterator[bytes]:
     """`<rows><row>…</row></rows>`, safe element names, the original in `name` when changed."""
-    return byte_chunks(_xml_texts(columns, rows), chunk_size)
+    return byte_chunks(_xml_texts(columns, each_row(rows)), chunk_size)
 
 
 def _xml_texts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[str]:

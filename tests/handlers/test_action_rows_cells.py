@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from handlers.file_layout import action_cells, action_rows_cells, dataset_cells, layout
 from handlers.selection import Selection
+from handlers.serialisers import each_row
 
 KEYS = ("x", "y", "=z", "")
 rows_strategy = st.lists(
@@ -48,14 +49,14 @@ def test_spooled_batches_cells_are_each_rows_action_cells(
     rows: list[dict[str, Any]], source: str | None
 ) -> None:
     # As the spool hands them over: a batch whose rows share their keys as the first row's
-    # keys and every row's values under them; any other batch as the rows themselves.
+    # keys and the values under each key (its columns); any other batch as the rows.
     selection = _selection(source)
     shape = layout("csv", None, selection)
     names = tuple(rows[0]) if rows else ()
-    if all(row.keys() == set(names) for row in rows):
-        batches: list[Any] = [(names, [tuple(row[name] for name in names) for row in rows])]
+    if names and all(row.keys() == set(names) for row in rows):
+        batches: list[Any] = [(names, [[row[name] for row in rows] for name in names])]
     else:
         batches = [(None, rows)]
     expected = [action_cells(row, "b", selection, shape) for row in rows]
-    got = dataset_cells(iter(batches), "b", selection, shape)
+    got = each_row(dataset_cells(iter(batches), "b", selection, shape))
     assert [list(cells) for cells in got] == expected

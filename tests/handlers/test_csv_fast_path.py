@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from handlers.serialisers import aligned, byte_chunks
+from handlers.serialisers import ColumnBlock, aligned, byte_chunks
 from handlers.serialisers.csv_file import _quoted, csv_cell, csv_chunks
 
 TRICKY_TEXT = st.sampled_from(
@@ -99,3 +100,32 @@ def test_columns_of_one_kind_are_byte_for_byte_what_the_cell_rules_write(
     columns = [f"c{i}" for i in range(width)]
     expected = b"".join(rule_by_rule(columns, rows, bom, 4096))
     assert b"".join(csv_chunks(columns, rows, bom=bom, chunk_size=4096)) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), width=st.integers(min_value=1, max_value=4), bom=st.booleans())
+def test_column_blocks_are_byte_for_byte_what_the_cell_rules_write(
+    data: Any, width: int, bom: bool
+) -> None:
+    # The spool's batches reach the writer as columns: a block whose columns each hold one
+    # kind is written a column at a time, any other block row by row; rows may sit between
+    # blocks. The bytes are the cell rules' bytes either way.
+    kinds = [data.draw(COLUMN_KINDS) for _ in range(width)]
+    items: list[Any] = []
+    rows: list[list[Any]] = []
+    for _ in range(data.draw(st.integers(min_value=0, max_value=3))):
+        count = data.draw(st.integers(min_value=0, max_value=150))
+        run = [[data.draw(kind) for kind in kinds] for _ in range(count)]
+        rows.extend(run)
+        if data.draw(st.booleans()):
+            items.append(ColumnBlock([[row[i] for row in run] for i in range(width)]))
+        else:
+            items.extend(run)
+    columns = [f"c{i}" for i in range(width)]
+    expected = b"".join(rule_by_rule(columns, rows, bom, 4096))
+    assert b"".join(csv_chunks(columns, items, bom=bom, chunk_size=4096)) == expected
+
+
+def test_a_column_block_of_other_width_than_the_header_is_refused() -> None:
+    with pytest.raises(ValueError, match="a block of 1 columns for 2 columns"):
+        b"".join(csv_chunks(["a", "b"], [ColumnBlock([[1, 2]])]))

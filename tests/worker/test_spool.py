@@ -1,5 +1,5 @@
 """The row spool gives back exactly the rows it was given, per action, in order; a batch of
-rows with the same keys comes back as those keys and value tuples, aligned by position."""
+rows with the same keys comes back as those keys and the values under each (its columns)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from handlers.file_layout import batch_cells
+from handlers.serialisers import ColumnBlock, each_row
 from worker.spool import BATCH_ROWS, RowSpool
 
 SCALARS = st.one_of(
@@ -139,7 +140,7 @@ def test_batches_align_with_any_keys_as_the_rows_would(
         for action in ("a", "b"):
             expected = [row for name, rows in appended if name == action for row in rows]
             for wanted in (tuple(keys), *{tuple(row) for row in expected[:1]}):
-                cells = list(batch_cells(spool.batches(action), wanted))
+                cells = list(each_row(batch_cells(spool.batches(action), wanted)))
                 assert len(cells) == len(expected)
                 assert all(
                     same(list(got), [row.get(key) for key in wanted])
@@ -149,35 +150,44 @@ def test_batches_align_with_any_keys_as_the_rows_would(
             assert all(map(lambda a, b: same(a, b, key_order=False), back, expected))
 
 
-def test_a_page_of_one_shape_is_spooled_as_its_keys_and_value_tuples() -> None:
+def test_a_page_of_one_shape_is_spooled_as_its_keys_and_columns() -> None:
     rows = [{"ts": f"t{n}", "value": n / 2, "unit": "V"} for n in range(2 * BATCH_ROWS + 5)]
     rows[3] = {"unit": "V", "ts": "t3", "value": 1.5}  # the same keys in another order
     with RowSpool() as spool:
         spool.extend("h", rows[: 2 * BATCH_ROWS])
         spool.extend("h", rows[2 * BATCH_ROWS :])
         first, second, rest = spool.batches("h")
-        assert first[0] == second[0] == ("ts", "value", "unit")
-        assert first[1][3] == ("t3", 1.5, "V") and first[1][4] == ("t4", 2.0, "V")
-        assert rest == (None, rows[2 * BATCH_ROWS :])  # the partial batch: still in memory
-        # The cells of the header's keys are the tuples as read; other keys by position.
-        cells = list(batch_cells(spool.batches("h"), ("ts", "value", "unit")))
-        assert cells[: 2 * BATCH_ROWS] == first[1] + second[1]
-        assert {type(row) for row in cells[: 2 * BATCH_ROWS]} == {tuple}
-        assert list(batch_cells(spool.batches("h"), ("unit", "gone")))[:2] == [
-            ["V", None],
-            ["V", None],
+        assert first[0] == second[0] == rest[0] == ("ts", "value", "unit")
+        ts, value, unit = first[1]
+        assert (ts[3], value[3], unit[3]) == ("t3", 1.5, "V")
+        assert (ts[4], value[4], unit[4]) == ("t4", 2.0, "V")
+        # The partial batch, still in memory, is handed over in the same form.
+        assert rest[1] == [[row[key] for row in rows[2 * BATCH_ROWS :]] for key in rest[0]]
+        # The header's keys take the columns as read, as one block per batch; other keys
+        # pick columns by name, a column of None for a key no row has.
+        blocks = list(batch_cells(spool.batches("h"), ("ts", "value", "unit")))
+        assert all(type(block) is ColumnBlock for block in blocks)
+        assert [block.columns for block in blocks[:2]] == [first[1], second[1]]  # type: ignore[union-attr]
+        assert list(each_row(batch_cells(spool.batches("h"), ("unit", "gone"))))[:2] == [
+            ("V", None),
+            ("V", None),
         ]
 
 
-def test_rows_of_other_keys_or_of_one_key_are_spooled_as_rows() -> None:
+def test_rows_of_other_keys_or_of_no_key_are_spooled_as_rows() -> None:
     mixed = [{"a": n, "b": n} for n in range(BATCH_ROWS)]
     mixed[-1] = {"a": 1, "c": 2}  # as many keys, not the same ones
     sized = [{"a": n, "b": n} for n in range(BATCH_ROWS)]
     sized[0] = {"a": 0}
-    single = [{"n": n} for n in range(BATCH_ROWS)]
-    for rows in (mixed, sized, single):
+    empty = [{} for _ in range(BATCH_ROWS)]  # no key: no column would hold them
+    for rows in (mixed, sized, empty, mixed[-10:]):  # the last: still in memory
         with RowSpool() as spool:
             spool.extend("h", rows)
             ((names, back),) = spool.batches("h")
             assert names is None and back == rows
             assert list(spool.rows("h")) == rows
+    single = [{"n": n} for n in range(BATCH_ROWS)]  # one key: one column
+    with RowSpool() as spool:
+        spool.extend("h", single)
+        assert list(spool.batches("h")) == [(("n",), [list(range(BATCH_ROWS))])]
+        assert list(spool.rows("h")) == single
