@@ -82,21 +82,49 @@ class DigestSet:
         """Add the digests; the positions of those the set did not hold before, in order.
 
         `absent` then `add_all` in one probe per digest: a digest's slot, once found free, is
-        filled at once. A digest met again in the same call is then found, so on the first
-        such hit the digests added by this call are gathered to tell its repeats (absent
-        before, kept) from digests of earlier calls (present). Pages without a hit, the
-        usual ones, never build that set."""
-        if (self._count + len(digests)) * 2 > self._mask + 1:
-            self._grow(self._count + len(digests))
+        filled at once. Pages of new rows, the usual ones, run a loop that only probes and
+        fills; the first digest found held (or a 0, kept in a flag) hands the rest of the
+        page to `_add_absent_from`, which tells repeats inside the page (absent before,
+        kept) from digests of earlier calls (present)."""
+        count = len(digests)
+        if (self._count + count) * 2 > self._mask + 1:
+            self._grow(self._count + count)
+        if 0 in digests:
+            return self._add_absent_from(digests, 0)
+        slots, mask = self._slots, self._mask
+        stop = len(slots) - 1
+        added = 0
+        # `_insert`'s probe and store, inlined: it runs once per row of every later page.
+        for digest in digests:
+            at = digest & mask
+            held = slots[at]
+            while held and held != digest:
+                at += 1
+                held = slots[at]
+            if held:  # held before, or a repeat inside the page
+                break
+            slots[at] = digest
+            if at == stop:  # the probe stop taken: a free slot after it
+                slots.append(_EMPTY)
+                stop += 1
+            added += 1
+        self._count += added
+        if added == count:
+            return list(range(count))
+        return self._add_absent_from(digests, added)
+
+    def _add_absent_from(self, digests: Sequence[int], start: int) -> list[int]:
+        """`add_absent` of the digests from `start` on, those before it added by this call
+        (absent before it, so kept)."""
         slots, mask, zero = self._slots, self._mask, self._zero
         stop = len(slots) - 1
         added = 0
-        found: list[int] = []
+        found = list(range(start))
+        # The digests added by this call, gathered at the first one found held: a repeat of
+        # one of them was absent before the call (kept), any other digest found was present.
         added_here: set[int] | None = None
-        # `absent`'s probe and `_insert`'s store in one loop, inlined: it runs once per row of
-        # every later page. `add_all` keeps `_insert`, which lists no positions (a list of
-        # them costs ~36 bytes a row at the moment a parsed page is alive).
-        for position, digest in enumerate(digests):
+        for position in range(start, len(digests)):
+            digest = digests[position]
             if not digest:
                 if not zero:
                     found.append(position)
