@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Final
 
 _FIRST_SLOTS: Final = 1024
@@ -212,9 +213,10 @@ class DigestSet:
         # A digest's new first slot is its old one or lies in the new part. Moved in slot
         # order, each digest's probe crosses only slots already visited or the new part,
         # which hold only digests already moved: no later move opens a gap in its chain.
-        for at in range(old_size):
-            digest = slots[at]
-            if digest == _EMPTY:
+        # The array is read as the loop comes to each slot: after every move made from the
+        # slots before it.
+        for at, digest in enumerate(islice(slots, old_size)):
+            if not digest:
                 continue
             home = digest & mask
             if home == at:
