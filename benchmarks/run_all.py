@@ -189,7 +189,7 @@ class RowsRun:
         return self.pages * self.rows_per_page
 
 
-PAIRS = 3  # adjacent (bare, worker) runs of each large csv case
+PAIRS = 5  # adjacent (bare, worker) runs of each large csv case
 
 
 def _pair_ratio(project: Usage, bare: Usage | None) -> float:
@@ -207,7 +207,7 @@ def rows_case(bench: Bench, label: str, fmt: str, pages: int, rows: int) -> Rows
     manifest = {"artifacts": seeded["artifacts"]}
     pairs: list[tuple[Usage, Usage | None]] = []
     hashes = set()
-    # csv: the bare pipeline and the worker take turns, three times, and the pair whose
+    # csv: the bare pipeline and the worker take turns, PAIRS times, and the pair whose
     # wall ratio is the median counts: the host's speed moves by a third within minutes,
     # a pair's two runs are seconds apart. xlsx: one worker run.
     for n in range(PAIRS if fmt == "csv" else 1):
