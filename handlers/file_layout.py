@@ -7,9 +7,8 @@ same `'` as any other cell, so the record names the columns exactly as the file 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 from handlers.dataset import finish_row
@@ -114,10 +113,11 @@ def batch_cells(batches: Iterable[SpooledBatch], keys: tuple[str, ...]) -> Itera
     `action_rows_cells` aligns them: a batch of rows, (None, dicts), by key, row by row; a
     batch of columns under the same keys, (names, columns), as one `ColumnBlock` of the
     columns the keys name (a key it lacks, a column of None)."""
-    exactly = itemgetter(*keys) if len(keys) > 1 else None  # a tuple of the keys' values
     for names, written in batches:
         if names is None:
-            yield from _dict_cells(written, keys, exactly)
+            # Rows not all of one set of keys (a batch of one shape comes as columns): a
+            # look-up per key.
+            yield from (list(map(row.get, keys)) for row in written)
         elif not keys:
             yield from ([] for _ in written[0])  # rows of no cells
         elif names == keys:
@@ -127,16 +127,3 @@ def batch_cells(batches: Iterable[SpooledBatch], keys: tuple[str, ...]) -> Itera
             at = {name: position for position, name in enumerate(names)}
             absent = [None] * len(written[0])
             yield ColumnBlock([absent if at.get(key) is None else written[at[key]] for key in keys])
-
-
-def _dict_cells(
-    rows: list[Row], keys: tuple[str, ...], exactly: Callable[[Row], tuple[Any, ...]] | None
-) -> Iterable[Sequence[Any]]:
-    """Rows aligned with `keys`: by one C call per row when every row has exactly those keys
-    (a batch of one call's results, as a rule), else by a look-up per key."""
-    if exactly is not None and set(map(len, rows)) == {len(keys)}:
-        try:
-            return list(map(exactly, rows))
-        except KeyError:  # a row of as many keys, not the same ones
-            pass
-    return (list(map(row.get, keys)) for row in rows)

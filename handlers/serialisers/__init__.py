@@ -28,8 +28,8 @@ EXTENSIONS: Final[dict[str, str]] = {"csv": "csv", "json": "json", "xml": "xml",
 
 
 class ColumnBlock:
-    """Rows given as their columns: one sequence per column of the file, all of one length
-    (`len`); row i is the i-th value of each."""
+    """Rows given as their columns: one sequence per column of the file, all of one length;
+    row i is the i-th value of each."""
 
     __slots__ = ("columns",)
 
@@ -37,9 +37,6 @@ class ColumnBlock:
         if not columns:
             raise ValueError("a column block needs at least one column")
         self.columns = columns
-
-    def __len__(self) -> int:
-        return len(self.columns[0])
 
     def rows(self) -> Iterator[tuple[Any, ...]]:
         """The block's rows, as tuples, in order."""
