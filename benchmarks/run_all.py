@@ -569,7 +569,7 @@ def summary(r: Report) -> list[str]:
         "d",
         "the same past the first turn: ms/turn of the other "
         f"{r.d.turns - 1} ({r.d.turns} turns' run minus one turn's, over {r.d.turns - 1}); the "
-        "first message loads the code a turn needs (the handler's modules, pydantic), once "
+        "first message loads the code a turn needs (the decision core, the serialisers), once "
         f"per process: {r.d.first_message_load_ms(e):.0f} ms",
         f"{r.d.later_turns_ms:.1f} ms",
         f"{r.d.bare_ms:.1f} ms",

@@ -1,115 +1,122 @@
 """Stored documents the worker reads: conversations, messages, artifacts.
 
-The contract: docs/contract/stored-data.md.
+The contract: docs/contract/stored-data.md. Stored documents carry store metadata (`_etag`,
+`_ts`, ...): fields we do not know are ignored.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, TypeAdapter
+import msgspec
 
-
-class _Stored(BaseModel):
-    """Stored documents carry store metadata (`_etag`, `_ts`, ...): ignore what we do not know."""
-
-    # defer_build: validators are built on first use, not at import (start-up time).
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+from schemas.model import Model
 
 
-class Conversation(_Stored):
+class Conversation(Model, frozen=True, kw_only=True):
     """A conversation: who owns it, who takes part, whether it is gone."""
 
-    id: StrictStr
-    user_id: StrictStr
-    participants: list[StrictStr] = Field(default_factory=list)
-    deleted: StrictBool = False
+    id: str
+    user_id: str
+    participants: list[str] = msgspec.field(default_factory=list)
+    deleted: bool = False
 
 
-class ToolCall(_Stored):
+class ToolCall(Model, frozen=True, kw_only=True):
     """One call the assistant made; parallel calls share one assistant message."""
 
-    id: StrictStr | None
-    name: StrictStr
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None
+    name: str
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class CompactCitation(_Stored):
+class CompactCitation(Model, frozen=True, kw_only=True):
     """The compacted copy of a tool result kept on the message (docs/contract/stored-data.md)."""
 
     result: Any = None
-    row_count: StrictInt | None = None
-    columns: list[StrictStr] = Field(default_factory=list)
+    row_count: int | None = None
+    columns: list[str] = msgspec.field(default_factory=list)
 
 
-class ToolResult(_Stored):
+class ToolResult(Model, frozen=True, kw_only=True):
     """One result inside a tool message, answering the call with the same id."""
 
-    call_id: StrictStr | None
-    name: StrictStr
-    success: StrictBool
+    call_id: str | None
+    name: str
+    success: bool
     citation: CompactCitation | None = None
-    artifact: StrictStr | None = None
+    artifact: str | None = None
 
 
-class _MessageBase(_Stored):
-    id: StrictStr
-    conversation_id: StrictStr
-    turn_id: StrictStr
-    seq: StrictInt
-    created_at: StrictStr
-    deleted: StrictBool = False
+class _MessageBase(Model, frozen=True, kw_only=True):
+    id: str
+    conversation_id: str
+    turn_id: str
+    seq: int
+    created_at: str
+    deleted: bool = False
 
 
-class UserMessage(_MessageBase):
+class UserMessage(_MessageBase, frozen=True, kw_only=True):
     """The user's message; it opens a turn."""
 
     role: Literal["user"]
-    content: StrictStr = ""
+    content: str = ""
 
 
-class AssistantMessage(_MessageBase):
+class AssistantMessage(_MessageBase, frozen=True, kw_only=True):
     """An assistant message: text, parallel tool calls, maybe a clarification flag."""
 
     role: Literal["assistant"]
-    content: StrictStr | None = ""
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    clarification: StrictBool | None = None
+    content: str | None = ""
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    clarification: bool | None = None
 
 
-class ToolMessage(_MessageBase):
+class ToolMessage(_MessageBase, frozen=True, kw_only=True):
     """A tool message holding one or more results."""
 
     role: Literal["tool"]
-    results: list[ToolResult] = Field(default_factory=list)
+    results: list[ToolResult] = msgspec.field(default_factory=list)
 
 
-class SystemMessage(_MessageBase):
+class SystemMessage(_MessageBase, frozen=True, kw_only=True):
     """A system message: never part of the window."""
 
     role: Literal["system"]
-    content: StrictStr | None = ""
+    content: str | None = ""
 
 
-Message = Annotated[
-    UserMessage | AssistantMessage | ToolMessage | SystemMessage, Field(discriminator="role")
-]
+Message = UserMessage | AssistantMessage | ToolMessage | SystemMessage
+
+_BY_ROLE: dict[str, type[Message]] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "tool": ToolMessage,
+    "system": SystemMessage,
+}
 
 
-class Artifact(_Stored):
-    """The full, uncompacted function result stored as a blob."""
+class Artifact(Model, frozen=True, kw_only=True):
+    """The full, uncompacted function result stored as a blob (its result taken as it is)."""
 
-    call_id: StrictStr | None = None
-    name: StrictStr | None = None
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    call_id: str | None = None
+    name: str | None = None
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     result: Any = None
 
 
-_MESSAGE_ADAPTER: TypeAdapter[UserMessage | AssistantMessage | ToolMessage | SystemMessage] = (
-    TypeAdapter(Message, config=ConfigDict(defer_build=True))
-)
-
-
-def parse_message(document: Any) -> UserMessage | AssistantMessage | ToolMessage | SystemMessage:
-    """A stored message document as its model; pydantic.ValidationError when malformed."""
-    return _MESSAGE_ADAPTER.validate_python(document)
+def parse_message(document: Any) -> Message:
+    """A stored message document as the struct of its role; msgspec.ValidationError when
+    malformed (an unknown or missing role too)."""
+    if not isinstance(document, dict):
+        return UserMessage.model_validate(document)  # fails, saying what was expected
+    role = document.get("role")
+    if role is None:
+        raise msgspec.ValidationError("Object missing required field `role`")
+    kind = _BY_ROLE.get(role) if isinstance(role, str) else None
+    if kind is None:
+        raise msgspec.ValidationError(
+            "Expected `str` of 'user', 'assistant', 'tool' or 'system' - at `$.role`"
+        )
+    return kind.model_validate(document)

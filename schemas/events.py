@@ -2,32 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+import msgspec
 
+from schemas.model import Model
 from schemas.validation import first_error
 from schemas.vocabulary import ExportFormat, RowSource
 
 DEFAULT_HISTORY_LIMIT = 10
 MAX_HISTORY_LIMIT = 40
 
+_Id = Annotated[str, msgspec.Meta(min_length=1)]
 
-class TurnCompleted(BaseModel):
-    """`turn.completed` v1: the chat service persisted a turn."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+class TurnCompleted(Model, frozen=True, kw_only=True):
+    """`turn.completed` v1: the chat service persisted a turn (unknown fields ignored)."""
 
     type: Literal["turn.completed"]
     version: Literal[1]
-    event_id: StrictStr = Field(min_length=1)
-    occurred_at: StrictStr
-    conversation_id: StrictStr = Field(min_length=1)
-    user_id: StrictStr = Field(min_length=1)
-    turn_id: StrictStr = Field(min_length=1)
-    user_message_id: StrictStr = Field(min_length=1)
-    reply_message_id: StrictStr = Field(min_length=1)
-    history_limit: StrictInt | None = Field(default=None, ge=0)
+    event_id: _Id
+    occurred_at: str
+    conversation_id: _Id
+    user_id: _Id
+    turn_id: _Id
+    user_message_id: _Id
+    reply_message_id: _Id
+    history_limit: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
     def effective_history_limit(self, default: int, cap: int) -> int:
         """The history limit the window uses: the event's, else the default, capped."""
@@ -35,26 +37,24 @@ class TurnCompleted(BaseModel):
         return max(0, min(limit, cap))
 
 
-class ExportPublished(BaseModel):
+class ExportPublished(Model, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """`export.published` v1: a file is ready; message id = export_id."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     type: Literal["export.published"] = "export.published"
     version: Literal[1] = 1
-    event_id: StrictStr
-    occurred_at: StrictStr
-    conversation_id: StrictStr
-    user_id: StrictStr
-    turn_id: StrictStr
-    export_id: StrictStr
+    event_id: str
+    occurred_at: str
+    conversation_id: str
+    user_id: str
+    turn_id: str
+    export_id: str
     format: ExportFormat
-    file_name: StrictStr
-    blob: StrictStr
-    row_count: StrictInt
-    columns: list[StrictStr]
+    file_name: str
+    blob: str
+    row_count: int
+    columns: list[str]
     row_source: RowSource
-    truncated: StrictBool
+    truncated: bool
 
 
 class InvalidEvent(ValueError):
@@ -66,10 +66,6 @@ MAX_EVENT_BYTES = 256 * 1024
 
 def parse_turn_completed(body: bytes | str) -> TurnCompleted:
     """Validate a queue body as `turn.completed` v1, or raise InvalidEvent naming the field."""
-    import json
-
-    from pydantic import ValidationError
-
     raw = body.encode("utf-8") if isinstance(body, str) else body
     if len(raw) > MAX_EVENT_BYTES:
         raise InvalidEvent(f"body is {len(raw)} bytes, over the {MAX_EVENT_BYTES} byte limit")
@@ -87,7 +83,7 @@ def parse_turn_completed(body: bytes | str) -> TurnCompleted:
         raise InvalidEvent(f"body is a JSON {type(value).__name__}, not an object")
     try:
         return TurnCompleted.model_validate(value)
-    except ValidationError as exc:
+    except msgspec.ValidationError as exc:
         raise InvalidEvent(first_error(exc, "body")) from None
 
 

@@ -4,77 +4,67 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
-
+from schemas.model import Model
 from schemas.vocabulary import Decision, ExportFormat, RequestFormat, RowSource, SelectionRule
 
 
-class StateAfter(BaseModel):
+class StateAfter(Model, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The carry-forward state after a turn."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     state: Literal["idle", "awaiting"]
     format: RequestFormat | None = None
 
 
-class CandidateGroup(BaseModel):
+class CandidateGroup(Model, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One group of action results the selection considered (docs/contract/turn-record.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    turn_id: StrictStr
-    action: StrictStr
-    estimate: StrictInt | None  # rows the compact citations stand for; None: no estimate
-    rows: StrictInt | None  # real rows read; None for a group never read
-    score: StrictInt  # relevance: distinct subject words of the request the group holds
-    chosen: StrictBool  # its rows are in the file
+    turn_id: str
+    action: str
+    estimate: int | None  # rows the compact citations stand for; None: no estimate
+    rows: int | None  # real rows read; None for a group never read
+    score: int  # relevance: distinct subject words of the request the group holds
+    chosen: bool  # its rows are in the file
 
 
-class ExportSelection(BaseModel):
+class ExportSelection(Model, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Why a published turn's rows were chosen: the deciding rule and every group considered."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     rule: SelectionRule
     groups: list[CandidateGroup]
 
 
-class ExportEntry(BaseModel):
+class ExportEntry(Model, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What was written for a published turn."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    export_id: StrictStr
-    blob: StrictStr
-    file_name: StrictStr
+    export_id: str
+    blob: str
+    file_name: str
     format: ExportFormat
-    row_count: StrictInt
-    columns: list[StrictStr]
+    row_count: int
+    columns: list[str]
     row_source: RowSource
-    source_artifacts: list[StrictStr]
-    bytes: StrictInt
-    sha256: StrictStr
-    truncated: StrictBool
+    source_artifacts: list[str]
+    bytes: int
+    sha256: str
+    truncated: bool
     # Always written for a new export; records written before it existed read as None.
     selection: ExportSelection | None = None
 
 
-class TurnRecord(BaseModel):
-    """One document per processed turn, id = turn_id, partition key conversation_id."""
+class TurnRecord(Model, frozen=True, kw_only=True):
+    """One document per processed turn, id = turn_id, partition key conversation_id
+    (unknown fields, such as a store's own metadata, ignored)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
-
-    id: StrictStr
-    conversation_id: StrictStr
-    turn_id: StrictStr
-    user_id: StrictStr
-    event_id: StrictStr
-    seq: StrictInt | None
+    id: str
+    conversation_id: str
+    turn_id: str
+    user_id: str
+    event_id: str
+    seq: int | None
     decision: Decision
     format: RequestFormat | None
-    carried: StrictBool
+    carried: bool
     state_after: StateAfter
     export: ExportEntry | None
-    processed_at: StrictStr
-    event_sent: StrictBool
+    processed_at: str
+    event_sent: bool

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import pydantic
+import msgspec
 from structlog.contextvars import bind_contextvars
 
 from handlers import publishing
@@ -168,7 +168,7 @@ class TurnHandler:
             raise RetryableError("conversation_not_found", "conversation not found") from None
         try:
             return Conversation.model_validate(document)
-        except pydantic.ValidationError as exc:
+        except msgspec.ValidationError as exc:
             raise PermanentError("schema_invalid", _invalid("stored conversation", exc)) from None
 
     async def _read_turn(self, event: TurnCompleted) -> list[Message]:
@@ -224,7 +224,7 @@ class TurnHandler:
         del chunks  # one copy of the bytes while parsing (msgspec makes no str of them)
         try:
             return Artifact.model_validate(parse_artifact_json(data))
-        except (ValueError, pydantic.ValidationError):
+        except ValueError:  # not JSON, or not an artifact (msgspec.ValidationError)
             raise PermanentError("artifact_invalid", f"artifact {path} is not JSON") from None
         except RecursionError:
             raise _too_deep(path) from None
@@ -262,7 +262,7 @@ class TurnHandler:
                         # Inside the publish span: the event carries that span's context.
                         await self.backend.publisher.publish(
                             message_id,
-                            event.model_dump_json().encode(),
+                            event.model_dump_json(),
                             self.observer.outgoing(properties),
                         )
                     self._published(record, publication.event)
@@ -348,11 +348,11 @@ def _log_published(record: TurnRecord) -> None:
 def _message(document: Any) -> Message:
     try:
         return parse_message(document)
-    except pydantic.ValidationError as exc:
+    except msgspec.ValidationError as exc:
         raise PermanentError("schema_invalid", _invalid("stored message", exc)) from None
 
 
-def _invalid(what: str, exc: pydantic.ValidationError) -> str:
+def _invalid(what: str, exc: msgspec.ValidationError) -> str:
     return f"{what} invalid: {first_error(exc, 'document')}"
 
 

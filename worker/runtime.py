@@ -25,7 +25,7 @@ from worker.ports import Consumer, LockLost, PortError, QueueMessage, Session
 from worker.retry_policy import RetryPolicy
 from worker.settlement import Abandon, Complete, DeadLetter, settle, where_raised
 
-if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+if TYPE_CHECKING:  # the record's struct is imported by the turns that build one
     from schemas.records import TurnRecord
 
 ACCEPT_WAIT_SECONDS = 1.0

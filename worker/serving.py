@@ -20,7 +20,7 @@ from worker.retry_policy import RetryPolicy
 from worker.runtime import MessageHandler, RunStats, Runtime
 from worker.settings import Settings
 
-if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+if TYPE_CHECKING:  # the record's struct is imported by the turns that build one
     from schemas.records import TurnRecord
 
 

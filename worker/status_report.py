@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from worker.ports import QueueStats
 
-if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+if TYPE_CHECKING:  # the record's struct is imported by the turns that build one
     from schemas.records import TurnRecord
 
 

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
-from schemas.documents import AssistantMessage, Conversation, ToolMessage
+from schemas.documents import (
+    AssistantMessage,
+    Conversation,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+    parse_message,
+)
 from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.generate import HERE, SCHEMA_FILES, render
 from schemas.records import ExportEntry
+from schemas.validation import first_error
 
 GOOD = {
     "type": "turn.completed",
@@ -109,7 +118,7 @@ def test_stored_documents_parse_with_store_metadata() -> None:
 
 def test_turn_completed_is_frozen() -> None:
     event = TurnCompleted.model_validate(GOOD)
-    with pytest.raises(ValueError):
+    with pytest.raises(AttributeError):
         event.turn_id = "other"  # type: ignore[misc]
 
 
@@ -135,3 +144,61 @@ def test_export_entry_written_before_selection_existed_still_reads() -> None:
     assert selected.selection is not None and selected.selection.groups[0].rows == 1
     with pytest.raises(ValueError):
         ExportEntry.model_validate({**entry, "selection": {"rule": "newest", "groups": []}})
+
+
+def test_an_invalid_value_is_named_by_its_field_never_quoted() -> None:
+    with pytest.raises(InvalidEvent) as raised:
+        parse_turn_completed(json.dumps({**GOOD, "type": "turn.SECRET-VALUE"}))
+    assert str(raised.value).startswith("field 'type': ")
+    assert "SECRET" not in str(raised.value)
+
+
+def test_a_missing_field_is_named_with_the_path_to_it() -> None:
+    body = {k: v for k, v in GOOD.items() if k != "event_id"}
+    with pytest.raises(InvalidEvent) as raised:
+        parse_turn_completed(json.dumps(body))
+    assert str(raised.value) == "field 'event_id': Object missing required field `event_id`"
+
+
+def test_a_nested_stored_document_error_names_the_path_with_list_positions() -> None:
+    document = {
+        "id": "m",
+        "conversation_id": "c",
+        "turn_id": "t",
+        "seq": 3,
+        "role": "tool",
+        "created_at": "2026-01-01T00:00:00Z",
+        "results": [{"call_id": "a", "name": "x", "success": "yes"}],
+    }
+    with pytest.raises(ValueError) as raised:
+        parse_message(document)
+    assert isinstance(raised.value, msgspec.ValidationError)
+    assert first_error(raised.value, "document") == (
+        "field 'results.0.success': Expected `bool`, got `str`"
+    )
+
+
+@pytest.mark.parametrize("role", ["wizard", 7, None])
+def test_a_stored_message_of_no_known_role_is_invalid_naming_the_role(role: object) -> None:
+    document = {"id": "m", "conversation_id": "c", "turn_id": "t", "seq": 1, "created_at": "x"}
+    if role is not None:
+        document["role"] = role
+    with pytest.raises(msgspec.ValidationError) as raised:
+        parse_message(document)
+    described = first_error(raised.value, "document")
+    assert described.startswith("field 'role': ") and "wizard" not in described
+
+
+def test_messages_of_each_role_parse_to_their_struct_and_dump_back() -> None:
+    common = {"id": "m", "conversation_id": "c", "turn_id": "t", "seq": 1, "created_at": "x"}
+    for role, kind in [
+        ("user", UserMessage),
+        ("assistant", AssistantMessage),
+        ("tool", ToolMessage),
+        ("system", SystemMessage),
+    ]:
+        message = parse_message({**common, "role": role, "_etag": "ignored"})
+        assert type(message) is kind
+        dumped = message.model_dump()
+        assert dumped["role"] == role and "_etag" not in dumped
+        assert kind.model_validate(dumped) == message

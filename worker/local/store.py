@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from worker.local.database import Database
 from worker.ports import NotFound
 
-if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+if TYPE_CHECKING:  # the record's struct is imported by the turns that build one
     from schemas.records import TurnRecord
 
 # Rows per history page: a caller that stops after the first few messages reads one page.

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from worker.ports.calls import Effect, port_call
 
-if TYPE_CHECKING:  # the pydantic model is imported by the turns that build one
+if TYPE_CHECKING:  # the record's struct is imported by the turns that build one
     from schemas.records import TurnRecord
 
 
