@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from handlers.compaction import estimate_rows
-from handlers.relevance import group_words, score, subject_words
+from handlers.relevance import group_score, subject_words
 from handlers.selection import DATASET_MIN_ROWS, ResultRef
 
 MAX_REACH_BACK_ARTIFACTS = 25
@@ -77,7 +77,7 @@ def candidates(refs: Sequence[ResultRef], subject: frozenset[str]) -> tuple[Cand
                 action=action,
                 refs=tuple(members),
                 estimate=sum(estimates) if estimates else None,
-                score=score(subject, _words(action, members)) if subject else 0,
+                score=_score(subject, action, members),
             )
         )
     return tuple(found)
@@ -120,7 +120,7 @@ def _turn_recency(found: Sequence[Candidate]) -> dict[str, int]:
     return latest
 
 
-def _words(action: str, members: Sequence[ResultRef]) -> frozenset[str]:
+def _score(subject: frozenset[str], action: str, members: Sequence[ResultRef]) -> int:
     columns = [col for ref in members if ref.citation is not None for col in ref.citation.columns]
     results = [ref.citation.result for ref in members if ref.citation is not None]
-    return group_words(action, [ref.arguments for ref in members], columns, results)
+    return group_score(subject, action, [ref.arguments for ref in members], columns, results)

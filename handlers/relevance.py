@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 from typing import Any, Final
 
 MIN_WORD_CHARS: Final = 3
@@ -106,18 +107,56 @@ def group_words(
     citation_results: Iterable[Any],
 ) -> frozenset[str]:
     """The words of a group: action name, call argument strings, columns, citation strings."""
-    found: set[str] = set(words(action))
-    for column in columns:
-        found.update(words(column))
+    return frozenset(
+        chain.from_iterable(map(words, _texts(action, arguments, columns, citation_results)))
+    )
+
+
+def group_score(
+    subject: frozenset[str],
+    action: str,
+    arguments: Iterable[Mapping[str, Any]],
+    columns: Iterable[str],
+    citation_results: Iterable[Any],
+) -> int:
+    """`score(subject, group_words(...))`, without splitting the texts that cannot hold a
+    subject word, and done once every subject word is found.
+
+    A word is a piece of a text, lower-cased; lower-casing maps each character on its own
+    (only the Greek sigma depends on its neighbours), so an ASCII subject word that is one
+    of a text's words is also a substring of the whole text lower-cased. A text holding none
+    of the subject words that way is skipped; for other subject words every text is split."""
+    if not subject:
+        return 0
+    ascii_only = all(word.isascii() for word in subject)
+    found: set[str] = set()
+    for text in _texts(action, arguments, columns, citation_results):
+        if ascii_only:
+            lowered = text.lower()
+            if not any(word in lowered for word in subject):
+                continue
+        found.update(word for word in words(text) if word in subject)
+        if len(found) == len(subject):
+            break
+    return len(found)
+
+
+def _texts(
+    action: str,
+    arguments: Iterable[Mapping[str, Any]],
+    columns: Iterable[str],
+    citation_results: Iterable[Any],
+) -> Iterator[str]:
+    """The texts a group's words come from, in order, within the strings' bound."""
+    yield action
+    yield from columns
     budget = [_MAX_STRINGS]
     for argument_set in arguments:
-        for text in _strings(argument_set, 0, budget):
-            found.update(words(text))
+        yield from _strings(argument_set, 0, budget)
     for result in citation_results:
         for text in _strings(result, 0, budget):
             if not _PLACEHOLDER.fullmatch(text):
-                found.update(words(_TRUNCATION.sub("", text)))
-    return frozenset(found)
+                yield _TRUNCATION.sub("", text)
 
 
 def score(subject: frozenset[str], group: frozenset[str]) -> int:

@@ -8,13 +8,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from test_turn import Chat, decision_of, drive
 
 from handlers import turn as story
 from handlers.reach_back import scan
-from handlers.relevance import STOP_WORDS, group_words, score, subject_words, words
+from handlers.relevance import (
+    STOP_WORDS,
+    group_score,
+    group_words,
+    score,
+    subject_words,
+    words,
+)
 from handlers.selection import ResultRef
 from schemas.documents import CompactCitation
 
@@ -271,3 +278,49 @@ def _words_char_by_char(text: str) -> Iterator[str]:
 )
 def test_words_are_what_the_character_by_character_rule_gives(text: str) -> None:
     assert list(words(text)) == list(_words_char_by_char(text))
+
+
+# Texts that split and lower-case unusually: title case, the sharp s, the dotted and dotless
+# i, the Kelvin sign (lower-cases to ASCII k), the Greek sigma (its lower case depends on
+# its neighbours), other scripts' digits, a combining accent, and the citation markers.
+_TRICKY = st.text(alphabet="aKkZz09_- .ǅßİıΣσςΟΔ٣²½\u0301\u212a", max_size=24)
+_GROUP_TEXT = (
+    _TRICKY
+    | st.text(max_size=24)
+    | st.sampled_from(
+        [
+            "BatteryVoltage1",
+            "list_parameter_history",
+            "<dict with 3 keys>",
+            "Volt…[truncated 9 chars]",
+        ]
+    )
+)
+
+
+@given(
+    subject=st.frozensets(
+        st.sampled_from(["battery", "voltage", "kelvin", "οδος", "σας", "ǆa", "i̇d", "volt"])
+        | st.text(alphabet="akzοσςß0İı", min_size=1, max_size=5),
+        max_size=4,
+    ),
+    action=_GROUP_TEXT,
+    arguments=st.lists(st.dictionaries(st.text(max_size=3), _GROUP_TEXT, max_size=3), max_size=2),
+    columns=st.lists(_GROUP_TEXT, max_size=3),
+    results=st.lists(
+        st.recursive(_GROUP_TEXT | st.integers(), lambda inner: st.lists(inner, max_size=3)),
+        max_size=3,
+    ),
+)
+# A sigma that ends a word but not the text: the word has the final form, the text
+# lower-cased the other one, so a non-ASCII subject word is never looked for as a substring.
+@example(subject=frozenset({"οδος"}), action="ΟΔΟΣ\u0301Β", arguments=[], columns=[], results=[])
+def test_group_score_is_the_score_of_the_group_words(
+    subject: frozenset[str],
+    action: str,
+    arguments: list[dict[str, str]],
+    columns: list[str],
+    results: list[Any],
+) -> None:
+    expected = score(subject, group_words(action, arguments, columns, results))
+    assert group_score(subject, action, arguments, columns, results) == expected
