@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
 import time
 import uuid
@@ -197,8 +199,26 @@ def test_local_blobs_map_paths_under_the_root(tmp_path: Path) -> None:
     asyncio.run(main())
     assert (tmp_path / "artifacts/c1/t1/call.json").read_bytes() == b"{}"
     assert (tmp_path / "exports/c1/t1/exp_1.csv").read_bytes() == b"a,b\r\n"
-    assert (tmp_path / ".meta/exports/c1/t1/exp_1.csv.json").is_file()
+    # The info sidecars: one flat folder, each named by its blob path's sha256.
+    sidecars = {p.name: json.loads(p.read_text()) for p in (tmp_path / ".meta").iterdir()}
+    digest = hashlib.sha256(b"exports/c1/t1/exp_1.csv").hexdigest()
+    assert sidecars[f"{digest}.json"]["path"] == "exports/c1/t1/exp_1.csv"
+    assert len(sidecars) == 2  # the artifact's and the export's; none for the aborted one
     assert list((tmp_path / ".staging").iterdir()) == []  # nothing staged is left behind
+
+
+def test_local_blob_info_of_a_home_written_before_the_flat_sidecar_folder(tmp_path: Path) -> None:
+    from worker.local.blobs import LocalBlobs
+
+    blobs = LocalBlobs(tmp_path)
+    (tmp_path / "exports/c1/t1").mkdir(parents=True)
+    (tmp_path / "exports/c1/t1/exp_1.csv").write_bytes(b"a\r\n")
+    (tmp_path / ".meta/exports/c1/t1").mkdir(parents=True)
+    (tmp_path / ".meta/exports/c1/t1/exp_1.csv.json").write_text(
+        json.dumps({"content_type": "text/csv", "file_name": "x.csv", "metadata": {"k": "v"}})
+    )
+    info = asyncio.run(blobs.info("exports/c1/t1/exp_1.csv"))
+    assert info == BlobInfo("text/csv", "x.csv", {"k": "v"})
 
 
 def test_local_blobs_sweep_stale_staged_files_when_opened(tmp_path: Path) -> None:

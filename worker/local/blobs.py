@@ -2,14 +2,19 @@
 
 Writes are staged in `root/.staging/` and moved into place with `os.replace`, so a reader
 sees the old bytes or the new, never a part. The info of a blob (content type, download
-file name, metadata) is a JSON sidecar at `root/.meta/<path>.json`, written (atomically)
-before the content moves in, so it is there as soon as the content is. A blob without a
-sidecar (a file dropped in by hand) reads as `application/octet-stream`.
+file name, metadata, and its path for whoever looks) is a JSON sidecar in the one folder
+`root/.meta/`, named by the sha256 of the blob's path, written (atomically) before the
+content moves in, so it is there as soon as the content is. One flat folder, because a
+folder is the dearest thing a write can create: mirroring the blob's folders there cost two
+more per export (benchmarks/PROFILE.md). A home written before keeps its sidecars at
+`root/.meta/<path>.json`, where they are still read. A blob without a sidecar (a file
+dropped in by hand) reads as `application/octet-stream`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import stat
@@ -122,11 +127,13 @@ class LocalBlobs:
         def load() -> BlobInfo:
             if not target.is_file():
                 raise NotFound(f"blob {path!r} not found")
-            try:
-                raw = json.loads(sidecar.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                return BlobInfo("application/octet-stream", target.name, {})
-            return BlobInfo(raw["content_type"], raw["file_name"], dict(raw["metadata"]))
+            for place in (sidecar, self._sidecar_before(path)):
+                try:
+                    raw = json.loads(place.read_text(encoding="utf-8"))
+                except FileNotFoundError:
+                    continue
+                return BlobInfo(raw["content_type"], raw["file_name"], dict(raw["metadata"]))
+            return BlobInfo("application/octet-stream", target.name, {})
 
         return await asyncio.to_thread(load)
 
@@ -138,6 +145,12 @@ class LocalBlobs:
         return self._root.joinpath(*blob_parts(path))
 
     def _sidecar(self, path: str) -> Path:
+        blob_parts(path)  # a valid path: a path has one spelling, so one sidecar
+        digest = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()
+        return self._root / META_DIR / f"{digest}.json"
+
+    def _sidecar_before(self, path: str) -> Path:
+        """Where a home written before the flat folder keeps a blob's sidecar."""
         *folders, name = blob_parts(path)
         return self._root.joinpath(META_DIR, *folders, f"{name}.json")
 
@@ -148,6 +161,7 @@ class LocalBlobs:
     def _install(self, temp: Path, path: str, info: BlobInfo) -> None:
         """Sidecar first, then the content, each moved into place whole."""
         sidecar_doc = {
+            "path": path,
             "content_type": info.content_type,
             "file_name": info.file_name,
             "metadata": dict(info.metadata),
@@ -156,9 +170,7 @@ class LocalBlobs:
         try:
             with handle:
                 handle.write(json.dumps(sidecar_doc).encode("utf-8"))
-            sidecar = self._sidecar(path)
-            sidecar.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(sidecar_temp, sidecar)
+            os.replace(sidecar_temp, self._sidecar(path))
         finally:
             sidecar_temp.unlink(missing_ok=True)
         target = self._content(path)
