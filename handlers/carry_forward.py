@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final, Literal
+
+import msgspec
 
 from handlers.formats import detect_format
 from handlers.tables import find_table
@@ -42,13 +43,11 @@ from schemas.records import StateAfter
 from schemas.vocabulary import UNSUPPORTED_FORMATS, RequestFormat
 
 
-@dataclass(frozen=True)
-class Idle:
+class Idle(msgspec.Struct, frozen=True):
     """No request is pending."""
 
 
-@dataclass(frozen=True)
-class Awaiting:
+class Awaiting(msgspec.Struct, frozen=True):
     """A request whose reply asked a clarification waits for the next user turn."""
 
     format: RequestFormat
@@ -61,8 +60,7 @@ RequestOutcome = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(msgspec.Struct, frozen=True):
     """One turn's outcome and the state after it."""
 
     outcome: RequestOutcome
@@ -72,8 +70,7 @@ class Step:
     state_after: State
 
 
-@dataclass(frozen=True)
-class TurnText:
+class TurnText(msgspec.Struct, frozen=True):
     """What the fold needs of an earlier turn."""
 
     user_text: str

@@ -23,10 +23,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Final
+
+import msgspec
 
 from handlers.rows import cell_text
 
@@ -53,8 +54,7 @@ _MINUTE_US: Final = 60_000_000
 Key = tuple[Any, ...]
 
 
-@dataclass(frozen=True)
-class Readings:
+class Readings(msgspec.Struct, frozen=True):
     """How a column's cells may be read: decimals shown, date-time precisions, booleans."""
 
     decimals: frozenset[int] = frozenset()

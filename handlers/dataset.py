@@ -15,9 +15,10 @@ through `finish_row`.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
+
+import msgspec
 
 from handlers.digest_set import DigestSet
 from handlers.excerpt import TableMatcher, is_excerpt
@@ -27,22 +28,21 @@ from handlers.selection import ResultRef, Selection, choose_actions, source_colu
 from handlers.tables import Table
 
 
-@dataclass
-class _Group:
+class _Group(msgspec.Struct):
     """What pass 1 keeps about one action: no rows, only their traces."""
 
     action: str
     first_order: int  # call order of the group's first call: groups sort by it
     rows: int = 0
-    columns: dict[str, None] = field(default_factory=dict)  # an ordered set
-    earlier: DigestSet = field(default_factory=DigestSet)  # digests of earlier pages' rows
+    columns: dict[str, None] = msgspec.field(default_factory=dict)  # an ordered set
+    earlier: DigestSet = msgspec.field(default_factory=DigestSet)  # digests of earlier pages' rows
     pages: int = 0  # pages fed, rows or not
     # The first page's digests, added to `earlier` only when a second page comes: a group
     # of one page (most groups) never pays for the table. Later pages go in as they come.
-    last_page: array[int] = field(default_factory=lambda: array("Q"))
-    artifacts: list[str] = field(default_factory=list)
+    last_page: array[int] = msgspec.field(default_factory=lambda: array("Q"))
+    artifacts: list[str] = msgspec.field(default_factory=list)
     truncated: bool = False
-    matched: set[int] = field(default_factory=set)  # indexes of reply-table rows seen
+    matched: set[int] = msgspec.field(default_factory=set)  # indexes of reply-table rows seen
 
 
 class RowCollector:

@@ -8,8 +8,9 @@ same `'` as any other cell, so the record names the columns exactly as the file 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from handlers.dataset import finish_row
 from handlers.rows import Row
@@ -21,8 +22,7 @@ from handlers.tables import Table
 from schemas.vocabulary import ExportFormat
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(msgspec.Struct, frozen=True):
     """Header, row keys aligned with it, and what the record says of the rows."""
 
     header: tuple[str, ...]

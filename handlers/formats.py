@@ -34,16 +34,17 @@ The text is read sentence by sentence; each mention of a format is judged in its
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 from typing import Final, Literal
+
+import msgspec
+from msgspec.structs import replace
 
 from schemas.vocabulary import RequestFormat
 
 _I: Final = re.IGNORECASE
 
 
-@dataclass(frozen=True)
-class _Mention:
+class _Mention(msgspec.Struct, frozen=True):
     format: RequestFormat
     soft: bool  # an "excel"/"spreadsheet" alias, which yields to a requested csv
     start: int

@@ -28,7 +28,7 @@ the reply's table). The collector is stateful, so the shell owns it and hands it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from handlers.file_layout import Layout
 from handlers.rationale import Considered
@@ -42,8 +42,7 @@ class IllegalTransition(Exception):
     """A phase was asked to move in a way the turn's rules never do: a bug in the caller."""
 
 
-@dataclass(frozen=True)
-class TurnFacts:
+class TurnFacts(msgspec.Struct, frozen=True):
     """What every ending of the turn records, whatever it decides."""
 
     format: RequestFormat | None
@@ -52,8 +51,7 @@ class TurnFacts:
     seq: int | None
 
 
-@dataclass(frozen=True)
-class ExportRequest:
+class ExportRequest(msgspec.Struct, frozen=True):
     """What every fetch round carries: the turn's facts, the format, the reply's table, and
     the groups weighed so far (what the record's `export.selection` will say)."""
 
@@ -63,16 +61,14 @@ class ExportRequest:
     considered: Considered
 
 
-@dataclass(frozen=True)
-class DeferredGroups:
+class DeferredGroups(msgspec.Struct, frozen=True):
     """Groups the citations say the dominant group dwarfs, held back until it is read."""
 
     refs: tuple[ResultRef, ...]
     estimate: int  # their rows by the citations: an upper bound on the real rows
 
 
-@dataclass(frozen=True)
-class FetchCurrentTurn:
+class FetchCurrentTurn(msgspec.Struct, frozen=True):
     """Round 1: the current turn's artifacts (the dominant group's alone when one dominates)."""
 
     request: ExportRequest
@@ -81,8 +77,7 @@ class FetchCurrentTurn:
     window: tuple[ResultRef, ...]  # the history window's results, should the turn have none
 
 
-@dataclass(frozen=True)
-class FetchDeferredGroups:
+class FetchDeferredGroups(msgspec.Struct, frozen=True):
     """Round 2: the held-back groups, because the dominant group's rows did not confirm it."""
 
     request: ExportRequest
@@ -90,15 +85,13 @@ class FetchDeferredGroups:
     window: tuple[ResultRef, ...]
 
 
-@dataclass(frozen=True)
-class ReachBackScan:
+class ReachBackScan(msgspec.Struct, frozen=True):
     """Reach-back phase 1's verdict, from the window's compact citations alone."""
 
     chosen: tuple[ResultRef, ...]  # the winning group's results that have an artifact
 
 
-@dataclass(frozen=True)
-class FetchReachBack:
+class FetchReachBack(msgspec.Struct, frozen=True):
     """Reach-back phase 2: the artifacts of the group phase 1 chose, and nothing else."""
 
     request: ExportRequest  # its table is None: a reach-back exports fetched rows only
@@ -110,16 +103,14 @@ class FetchReachBack:
         return self.scan.chosen
 
 
-@dataclass(frozen=True)
-class Finished:
+class Finished(msgspec.Struct, frozen=True):
     """The turn ends without a file."""
 
     decision: Decision
     facts: TurnFacts
 
 
-@dataclass(frozen=True)
-class ExportPlan:
+class ExportPlan(msgspec.Struct, frozen=True):
     """The file to write: its rows come from the table or from the spooled action rows."""
 
     facts: TurnFacts

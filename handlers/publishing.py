@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from handlers.phases import Ending, ExportPlan, Finished, IllegalTransition, TurnFacts
 from schemas.events import ExportPublished, TurnCompleted
@@ -26,16 +27,14 @@ from schemas.records import ExportEntry, TurnRecord
 from schemas.vocabulary import Decision
 
 
-@dataclass(frozen=True)
-class Written:
+class Written(msgspec.Struct, frozen=True):
     """What the export upload committed."""
 
     bytes: int
     sha256: str
 
 
-@dataclass(frozen=True)
-class Publication:
+class Publication(msgspec.Struct, frozen=True):
     """What this delivery makes of the turn, and how far it got beyond the ledger."""
 
     event: TurnCompleted
@@ -46,22 +45,19 @@ class Publication:
     announced: bool = False  # export.published went out in this delivery
 
 
-@dataclass(frozen=True)
-class WriteBlob:
+class WriteBlob(msgspec.Struct, frozen=True):
     """Serialise the plan's rows and commit the export blob at its path."""
 
     plan: ExportPlan
 
 
-@dataclass(frozen=True)
-class PutRecord:
+class PutRecord(msgspec.Struct, frozen=True):
     """Write the turn record (insert or replace: the same turn, the same id)."""
 
     record: TurnRecord
 
 
-@dataclass(frozen=True)
-class PublishEvent:
+class PublishEvent(msgspec.Struct, frozen=True):
     """Send export.published with the export id as its message id (a repeat is one event),
     with the application properties topic subscriptions filter on."""
 
@@ -70,15 +66,13 @@ class PublishEvent:
     properties: Mapping[str, str | int]
 
 
-@dataclass(frozen=True)
-class MarkEventSent:
+class MarkEventSent(msgspec.Struct, frozen=True):
     """Replace the record with the same one saying its event went out."""
 
     record: TurnRecord
 
 
-@dataclass(frozen=True)
-class Done:
+class Done(msgspec.Struct, frozen=True):
     """Nothing left to do: the queue message may be completed."""
 
     record: TurnRecord

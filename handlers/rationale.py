@@ -20,7 +20,9 @@ scores and real row counts are all in hand when the plan is made.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+
+import msgspec
+from msgspec.structs import replace
 
 from handlers.reach_back import Candidate, Scan, candidates
 from handlers.selection import ResultRef, Selection
@@ -28,8 +30,7 @@ from schemas.records import CandidateGroup, ExportSelection
 from schemas.vocabulary import SelectionRule
 
 
-@dataclass(frozen=True)
-class Considered:
+class Considered(msgspec.Struct, frozen=True):
     """The groups a turn's selection weighs, known before any of their rows are read."""
 
     subject: frozenset[str] = frozenset()  # the request's subject words (handlers.relevance)

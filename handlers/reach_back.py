@@ -18,8 +18,9 @@ A turn is as new as its latest call: turns never interleave, so that orders them
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from handlers.compaction import estimate_rows
 from handlers.relevance import group_score, subject_words
@@ -30,8 +31,7 @@ MAX_REACH_BACK_ARTIFACTS = 25
 ReachBackRule = Literal["reach_back_named", "reach_back_newest", "reach_back_any"]
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(msgspec.Struct, frozen=True):
     """One (turn, action) group of the window as phase 1 sees it."""
 
     turn_id: str
@@ -46,8 +46,7 @@ class Candidate:
         return self.estimate or 0
 
 
-@dataclass(frozen=True)
-class Scan:
+class Scan(msgspec.Struct, frozen=True):
     """Phase 1's answer: every group considered, the winner and the rule that chose it."""
 
     candidates: tuple[Candidate, ...]  # in first-call order

@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Final
+
+import msgspec
 
 Row = dict[str, Any]
 
@@ -65,8 +66,7 @@ def normalize_key(key: object) -> str:
     return "".join(ch for ch in str(key).lower() if ch.isalnum())
 
 
-@dataclass(frozen=True)
-class RowSource:
+class RowSource(msgspec.Struct, frozen=True):
     """Where the rows of a result sit: a list whose items are rows, or one row, or nothing."""
 
     items: Sequence[Any] | None

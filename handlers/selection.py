@@ -10,8 +10,9 @@ group with rows is combined and each row names its action in a source column.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from schemas.documents import CompactCitation
 
@@ -20,24 +21,26 @@ DOMINANCE_FACTOR = 5
 SOURCE_COLUMN = "Source action"
 
 
-@dataclass(frozen=True)
-class ResultRef:
+class ResultRef(msgspec.Struct, frozen=True):
     """A pair-valid, successful tool result the export may read."""
 
     turn_id: str
     action: str  # the tool/action name
     call_id: str
     artifact: str | None  # blob path, None when the result has no artifact
-    # Out of the hash (a citation holds dicts) so refs can key sets and dicts.
-    citation: CompactCitation | None = field(hash=False)
+    citation: CompactCitation | None
     order: int  # call order within the messages considered (0, 1, 2, ...)
     # The call's arguments: words for relevance (docs/contract/decision.md step 7), read from
     # the message in hand.
-    arguments: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    arguments: Mapping[str, Any] = msgspec.field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        # Without the citation and the arguments (they hold dicts), so refs can key sets and
+        # dicts; equal refs still compare every field.
+        return hash((self.turn_id, self.action, self.call_id, self.artifact, self.order))
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(msgspec.Struct, frozen=True):
     """The action groups to export and what the file will hold."""
 
     actions: tuple[str, ...]  # groups exported, in first-call order

@@ -6,14 +6,14 @@ import csv
 import io
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 from handlers.rows import is_secret_key
 
 
-@dataclass(frozen=True)
-class Table:
+class Table(msgspec.Struct, frozen=True):
     """A table parsed from reply text: header names and rows of cell text."""
 
     columns: tuple[str, ...]
@@ -42,14 +42,12 @@ _ELLIPSES: Final = frozenset({"...", "…", "..", "⋯"})
 _PROSE_WORDS: Final = 8
 
 
-@dataclass(frozen=True)
-class _Candidate:
+class _Candidate(msgspec.Struct, frozen=True):
     position: int
     table: Table
 
 
-@dataclass(frozen=True)
-class _Record:
+class _Record(msgspec.Struct, frozen=True):
     """One delimited record: its cells, which were quoted, and the lines it spans."""
 
     cells: list[str]

@@ -18,9 +18,11 @@ Every function here is deterministic: redelivery and replay reach the same answe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
+
+import msgspec
+from msgspec.structs import replace
 
 from handlers import carry_forward
 from handlers.compaction import estimate_rows
@@ -81,8 +83,7 @@ def authorise(conversation: Conversation, user_id: str) -> Authorisation:
     return "forbidden"
 
 
-@dataclass(frozen=True)
-class TurnInput:
+class TurnInput(msgspec.Struct, frozen=True):
     """Everything the decision needs, already read and validated."""
 
     event: TurnCompleted

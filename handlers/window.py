@@ -10,7 +10,8 @@ loses some of its calls or results is output as a copy.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from schemas.documents import (
     AssistantMessage,
@@ -25,8 +26,7 @@ from schemas.documents import (
 _Slot = tuple[int, int]
 
 
-@dataclass(frozen=True)
-class PairedCall:
+class PairedCall(msgspec.Struct, frozen=True):
     """A kept call with its result and the messages holding each."""
 
     call: ToolCall

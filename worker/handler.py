@@ -11,11 +11,11 @@ returns.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from msgspec.structs import replace
 from structlog.contextvars import bind_contextvars
 
 from handlers import publishing

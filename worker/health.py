@@ -15,8 +15,9 @@ import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 Clock = Callable[[], float]  # monotonic seconds
 ReachabilityCheck = Callable[[], Awaitable[None]]  # raises when a dependency is unreachable
@@ -32,13 +33,12 @@ class Unreachable(Exception):
         self.error = error
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """A probe's answer: ok or not, a status word saying why, and a few numbers."""
 
     ok: bool
     status: str
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    detail: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
     def body(self) -> dict[str, Any]:
         """The small JSON object a probe endpoint returns."""
@@ -48,8 +48,7 @@ class Verdict:
 # --------------------------------------------------------------------------------------
 # Liveness
 # --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class LivenessBounds:
+class LivenessBounds(msgspec.Struct, frozen=True):
     """How long each kind of silence may last before the worker counts as hung."""
 
     # From process start to the receive loop's first tick (opening adapters included).
@@ -63,8 +62,7 @@ class LivenessBounds:
     max_turn_seconds: float = 3600.0
 
 
-@dataclass(frozen=True)
-class LivenessState:
+class LivenessState(msgspec.Struct, frozen=True):
     """A snapshot of what the receive loop is doing, in clock seconds."""
 
     created_at: float
@@ -169,8 +167,7 @@ class Liveness:
 # --------------------------------------------------------------------------------------
 # Readiness
 # --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ReadinessState:
+class ReadinessState(msgspec.Struct, frozen=True):
     """Whether the adapters are open, and the last reachability check's result."""
 
     opened: bool = False

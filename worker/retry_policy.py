@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
+
+import msgspec
 
 from worker.ports import FIRST_DELIVERY, TransientError
 
@@ -23,8 +24,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(msgspec.Struct, frozen=True):
     """Exponential backoff between deliveries; dead-letter once `max_attempts` are spent."""
 
     max_attempts: int = 5

@@ -14,9 +14,9 @@ import asyncio
 import contextlib
 import contextvars
 import signal
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
 from structlog.contextvars import bound_contextvars, get_contextvars
 
 from worker.logs import get_logger
@@ -34,15 +34,14 @@ ACCEPT_WAIT_SECONDS = 1.0
 DRAIN_POLL_SECONDS = 0.05
 
 
-@dataclass
-class RunStats:
+class RunStats(msgspec.Struct):
     """Counters for one run, printed by `run` on exit."""
 
     completed: int = 0
     dead_lettered: int = 0
     retried: int = 0
     lock_lost: int = 0
-    by_decision: dict[str, int] = field(default_factory=dict)
+    by_decision: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class MessageHandler(Protocol):

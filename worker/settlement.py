@@ -19,7 +19,7 @@ runtime counts it and lets the lock lapse). The runtime performs the settlement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from handlers.errors import ExportError, PermanentError, RetryableError
 from worker.ports import TransientError
@@ -29,21 +29,18 @@ from worker.retry_policy import RetryPolicy
 MAX_DESCRIPTION = 480
 
 
-@dataclass(frozen=True)
-class Complete:
+class Complete(msgspec.Struct, frozen=True):
     """Remove the message: its work is done."""
 
 
-@dataclass(frozen=True)
-class Abandon:
+class Abandon(msgspec.Struct, frozen=True):
     """Release the message for redelivery after `delay` seconds."""
 
     delay: float
     reason: str  # why it failed this time (for the log)
 
 
-@dataclass(frozen=True)
-class DeadLetter:
+class DeadLetter(msgspec.Struct, frozen=True):
     """Move the message to the dead-letter queue."""
 
     reason: str

@@ -6,9 +6,8 @@ without a store: a dict stands for the ledger, a list for the topic's distinct m
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
+from msgspec.structs import replace
 
 from handlers.file_layout import Layout
 from handlers.phases import ExportPlan, Finished, IllegalTransition, TurnFacts

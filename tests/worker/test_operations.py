@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -283,7 +284,7 @@ def check_with(
 
 def replaced(**ports: Any) -> Callable[[Backend], Backend]:
     def change(backend: Backend) -> Backend:
-        return Backend(**{**vars(backend), **{k: v(backend) for k, v in ports.items()}})
+        return replace(backend, **{k: v(backend) for k, v in ports.items()})
 
     return change
 

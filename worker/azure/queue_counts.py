@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from azure.core.credentials_async import AsyncTokenCredential
 from azure.core.exceptions import (
     ClientAuthenticationError,
@@ -47,8 +47,7 @@ PEEK_PAGE = 100
 log = get_logger()
 
 
-@dataclass(frozen=True)
-class ActiveMessages:
+class ActiveMessages(msgspec.Struct, frozen=True):
     """Messages queued, scheduled or locked, and the oldest enqueue time when known."""
 
     count: int

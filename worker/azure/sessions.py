@@ -25,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import msgspec
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusReceiver
 
@@ -56,8 +56,7 @@ def settle_deadline(sdk_timeout: float, backstop: float = BACKSTOP_SECONDS) -> f
     return SDK_SETTLE_OUTCOME_SECONDS + sdk_timeout + backstop
 
 
-@dataclass(frozen=True)
-class SessionLimits:
+class SessionLimits(msgspec.Struct, frozen=True):
     """What every session of a queue is bounded by."""
 
     timeout: float  # the SDK's bound on one call (SDK_TIMEOUT_SECONDS, the client's try_timeout)
@@ -67,8 +66,7 @@ class SessionLimits:
     backstop: float = BACKSTOP_SECONDS  # our deadline past the SDK's bound
 
 
-@dataclass
-class _Held:
+class _Held(msgspec.Struct):
     """The delivery a session holds unsettled."""
 
     message: QueueMessage

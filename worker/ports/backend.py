@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from worker.ports.blobs import Blobs
 from worker.ports.publisher import Publisher
@@ -10,8 +10,7 @@ from worker.ports.queue import Queue
 from worker.ports.stores import ConversationStore, Ledger
 
 
-@dataclass
-class Backend:
+class Backend(msgspec.Struct):
     """The adapters of one backend (local or Azure)."""
 
     queue: Queue

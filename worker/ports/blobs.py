@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from worker.ports.calls import Effect, port_call
 
 
-@dataclass(frozen=True)
-class BlobInfo:
+class BlobInfo(msgspec.Struct, frozen=True):
     """What is stored next to an export's bytes."""
 
     content_type: str

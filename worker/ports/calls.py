@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import msgspec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,8 +53,7 @@ class Effect(enum.Enum):
         return self in (Effect.IDEMPOTENT, Effect.ONCE)
 
 
-@dataclass(frozen=True)
-class PortCall:
+class PortCall(msgspec.Struct, frozen=True):
     """A port method's declaration."""
 
     effect: Effect

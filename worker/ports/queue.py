@@ -9,8 +9,9 @@ depends only on the role it needs: the runtime on `Consumer`, `export-worker sen
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import msgspec
 
 from worker.ports.calls import Effect, port_call
 
@@ -35,8 +36,7 @@ def checked_message_id(message_id: str) -> str:
     return message_id
 
 
-@dataclass(frozen=True)
-class QueueMessage:
+class QueueMessage(msgspec.Struct, frozen=True):
     """A peek-locked message; settle it through the session that delivered it."""
 
     sequence_number: int
@@ -45,11 +45,10 @@ class QueueMessage:
     body: bytes
     delivery_count: int  # FIRST_DELIVERY on the first delivery, one more on each after
     enqueued_at: str  # RFC 3339
-    properties: Mapping[str, Any] = field(default_factory=dict)
+    properties: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class DeadLetteredMessage:
+class DeadLetteredMessage(msgspec.Struct, frozen=True):
     """A message in the dead-letter queue, as `dlq list` shows it (docs/contract/cli.md)."""
 
     sequence_number: int
@@ -60,7 +59,7 @@ class DeadLetteredMessage:
     enqueued_at: str
     delivery_count: int
     body: bytes = b""
-    properties: Mapping[str, Any] = field(default_factory=dict)
+    properties: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """The JSON object `dlq list --json` prints."""
@@ -169,8 +168,7 @@ class DeadLetterOperations(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class QueueStats:
+class QueueStats(msgspec.Struct, frozen=True):
     """How the queue stands, as `export-worker status` reports it (docs/contract/cli.md)."""
 
     queue_depth: int  # active messages: queued, scheduled or locked

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+import msgspec
 
 from worker.call_retries import retried
 from worker.ports import Backend, Effect, Sender, port_call
@@ -61,8 +62,7 @@ class CannotSeed(TypeError):
     """An adapter of the backend has no seeding role."""
 
 
-@dataclass(frozen=True)
-class Seeding:
+class Seeding(msgspec.Struct, frozen=True):
     """A backend's adapters in their test and development roles."""
 
     store: SeedableStore
@@ -71,8 +71,7 @@ class Seeding:
     events: PublishedEvents
 
 
-@dataclass(frozen=True)
-class Seeded:
+class Seeded(msgspec.Struct, frozen=True):
     """How much a fixture put where."""
 
     conversations: int
