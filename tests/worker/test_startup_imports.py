@@ -11,9 +11,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from schemas.records import StateAfter, TurnRecord
+from schemas.records import TurnRecord
 from worker.ports import QueueMessage
 from worker.serving import BuiltOnFirstMessage
+from worker.testing.records import a_turn_record
 
 # Imported when needed only: the endpoint's HTTP server when a port is set, the
 # OpenTelemetry SDK when something receives spans, the xlsx writer (and xlsxwriter) and the
@@ -41,21 +42,7 @@ class FakeHandler:
 
     async def handle(self, message: QueueMessage) -> TurnRecord:
         self.handled.append(message)
-        return TurnRecord(
-            id="t",
-            conversation_id="conv",
-            turn_id="t",
-            user_id="u",
-            event_id="e",
-            seq=None,
-            decision="no_request",
-            format=None,
-            carried=False,
-            state_after=StateAfter(state="idle"),
-            export=None,
-            processed_at="2026-11-20T09:01:00Z",
-            event_sent=False,
-        )
+        return a_turn_record("conv", "t")
 
 
 def message(body: bytes) -> QueueMessage:
