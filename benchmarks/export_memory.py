@@ -78,7 +78,7 @@ async def exported(home: Path) -> dict[str, Any]:
     backend = open_local_backend(home)
     try:
         turns = await backend.ledger.list_turns(ROWS_CONVERSATION)
-        records = [r.model_dump(mode="json") for r in turns]
+        records = [r.model_dump() for r in turns]
     finally:
         await backend.close()
     if len(records) != 1:

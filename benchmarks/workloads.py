@@ -265,7 +265,7 @@ async def seed_empty(backend: Backend, home: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 async def outcome(backend: Backend, home: Path) -> dict[str, Any]:
     """Every turn record (decision, export entry), the dead letters and the events sent."""
-    records = [r.model_dump(mode="json") for r in await backend.ledger.list_exports()]
+    records = [r.model_dump() for r in await backend.ledger.list_exports()]
     turns = []
     for record in records:
         export = record["export"]

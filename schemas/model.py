@@ -16,7 +16,7 @@ validate in about two thirds of pydantic's time too.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 import msgspec
 
@@ -34,11 +34,9 @@ class Model(msgspec.Struct, frozen=True):
         """The struct a JSON document holds; ValidationError (or DecodeError) if not."""
         return msgspec.json.decode(data, type=cls)
 
-    def model_dump(
-        self, *, mode: Literal["python", "json"] = "python", exclude: Collection[str] = ()
-    ) -> dict[str, Any]:
-        """Builtins: dicts, lists, strings, numbers, booleans and None, fields in order.
-        Every field's type is a JSON type, so both modes give the same values."""
+    def model_dump(self, *, exclude: Collection[str] = ()) -> dict[str, Any]:
+        """Builtins, fields in order: dicts, lists, strings, numbers, booleans and None
+        (every field's type is a JSON type), what a store or a JSON encoder takes."""
         dumped: dict[str, Any] = msgspec.to_builtins(self)
         for name in exclude:
             dumped.pop(name, None)

@@ -164,7 +164,7 @@ def turns_list(conversation: str, as_json: bool) -> None:
     """A conversation's turn records, by seq."""
 
     async def work(backend: Backend, _: Settings) -> list[dict[str, Any]]:
-        return [r.model_dump(mode="json") for r in await backend.ledger.list_turns(conversation)]
+        return [r.model_dump() for r in await backend.ledger.list_turns(conversation)]
 
     show(
         with_backend(work),
@@ -185,7 +185,7 @@ def turns_show(turn_id: str, conversation: str, as_json: bool) -> None:
 
     async def work(backend: Backend, _: Settings) -> dict[str, Any] | None:
         record = await backend.ledger.get(conversation, turn_id)
-        return None if record is None else record.model_dump(mode="json")
+        return None if record is None else record.model_dump()
 
     record = with_backend(work)
     if record is None:
@@ -232,7 +232,7 @@ def exports_list(conversation: str | None, as_json: bool) -> None:
             {
                 "conversation_id": r.conversation_id,
                 "turn_id": r.turn_id,
-                **r.export.model_dump(mode="json"),
+                **r.export.model_dump(),
             }
             for r in records
             if r.export is not None

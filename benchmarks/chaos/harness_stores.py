@@ -75,7 +75,7 @@ class LocalStores:
             backend = open_local_backend(self._home)
             try:
                 return {
-                    cid: [r.model_dump(mode="json") for r in await backend.ledger.list_turns(cid)]
+                    cid: [r.model_dump() for r in await backend.ledger.list_turns(cid)]
                     for cid in conversations
                 }
             finally:
@@ -129,7 +129,7 @@ class AzureStores:
             ledger = AzureLedger(settings, account=CosmosAccount(settings))
             try:
                 return {
-                    cid: [r.model_dump(mode="json") for r in await ledger.list_turns(cid)]
+                    cid: [r.model_dump() for r in await ledger.list_turns(cid)]
                     for cid in conversations
                 }
             finally:

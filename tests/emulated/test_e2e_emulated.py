@@ -46,7 +46,7 @@ async def records_and_dead(backend: Backend, conversations: list[str]) -> dict[s
     records = []
     for cid in conversations:
         for stored in await backend.ledger.list_turns(cid):
-            record = stored.model_dump(mode="json")
+            record = stored.model_dump()
             record.pop("processed_at")
             records.append(record)
     dead = [(d.reason, d.session_id) for d in await backend.queue.dead_letters()]

@@ -456,7 +456,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
         backend = open_local_backend(home)
         try:
             records = {
-                c.cid: [r.model_dump(mode="json") for r in await backend.ledger.list_turns(c.cid)]
+                c.cid: [r.model_dump() for r in await backend.ledger.list_turns(c.cid)]
                 for c in everything
             }
             assert await backend.queue.is_drained()

@@ -289,7 +289,7 @@ def test_published_record_says_why_its_rows_were_chosen(tmp_path: Path) -> None:
         recorded = await backend.ledger.get("conv_headline_a", "turn_headline_a1")
         assert record.export is not None and record.export.selection is not None
         assert recorded is not None
-        stored = recorded.model_dump(mode="json")
+        stored = recorded.model_dump()
         assert stored["export"]["selection"]["rule"] == "excerpt_replaced"
         groups = {g["action"]: g for g in stored["export"]["selection"]["groups"]}
         assert groups["list_parameter_history"]["rows"] == 900

@@ -253,7 +253,7 @@ class AzureLedger:
         The first attempt skips the read when this process read or wrote the record last
         (`get`, an earlier `put`): a stale view fails the same way and re-reads.
         """
-        doc = record.model_dump(mode="json")
+        doc = record.model_dump()
         proxy = await self._account.container(self._turns)
         timeout = self._account.timeout
         key = (doc["conversation_id"], doc["id"])

@@ -157,7 +157,7 @@ class LocalLedger:
             None if export is None else export.export_id,
             int(export is not None),
             record.decision,
-            json.dumps(record.model_dump(mode="json")),
+            json.dumps(record.model_dump()),
         )
         await self._db.write(
             lambda c: c.execute(
