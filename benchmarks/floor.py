@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from workloads import telemetry_page
 
-from handlers.dataset import RowCollector
+from handlers.dataset import RowCollector, table_room
 from handlers.digest_set import DigestSet
 from handlers.file_layout import batch_cells, dataset_cells, layout
 from handlers.row_digest import row_digests
@@ -85,10 +85,13 @@ def bare(data: list[bytes]) -> bytes:
 
 def row_path(data: list[bytes]) -> bytes:
     """The worker's row path end to end, as the handler runs it."""
+    refs = [
+        ResultRef("t", ACTION, f"c{order}", f"a{order}", None, order) for order in range(len(data))
+    ]
     collector = RowCollector(None)
+    collector.expect(refs)  # as story.collector_for tells it a round's pages
     with RowSpool() as spool:
-        for order, raw in enumerate(data):
-            ref = ResultRef("t", ACTION, f"c{order}", f"a{order}", None, order)
+        for ref, raw in zip(refs, data, strict=True):
             spool.extend(ACTION, collector.feed(ref, parse_artifact_json(raw)["result"]))
         selection = collector.select()
         shape = layout("csv", None, selection)
@@ -114,10 +117,14 @@ def steps(data: list[bytes], repeat: int) -> list[tuple[str, float]]:
     digests = step("digest (row_digests)", lambda: [row_digests(rows) for rows in pages])
 
     def dedup() -> None:
-        # As RowCollector._page: the first page goes in when the second comes, each later
-        # page is checked and added in one probe.
+        # As RowCollector._page: the first page goes in when the second comes, the table
+        # sized for the pages projected, each later page checked and added in one probe.
         earlier = DigestSet()
+        held = 0
         for number, page in enumerate(digests):
+            held += len(page)
+            if number:
+                earlier.reserve(table_room(held, number + 1, len(digests)))
             if number == 1:
                 earlier.add_all(digests[0])
             if number:

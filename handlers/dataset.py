@@ -15,6 +15,7 @@ through `finish_row`.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable
 from itertools import chain
 from typing import Any
 
@@ -52,6 +53,13 @@ class RowCollector:
         self._matcher = TableMatcher(table) if table is not None else None
         self._groups: dict[str, _Group] = {}
         self._cleaner = RowCleaner()
+        self._pages_expected: dict[str, int] = {}
+
+    def expect(self, refs: Iterable[ResultRef]) -> None:
+        """Say which pages are coming (a fetch round's refs), so that a group's de-dup table
+        can be sized for its pages at once instead of doubling page after page."""
+        for ref in refs:
+            self._pages_expected[ref.action] = self._pages_expected.get(ref.action, 0) + 1
 
     def feed(self, ref: ResultRef, result: Any) -> list[Row]:
         """The cleaned rows of one result (a page), minus repeats of the action's earlier pages."""
@@ -59,7 +67,8 @@ class RowCollector:
         group.first_order = min(group.first_order, ref.order)
         source = locate_rows(result)
         group.truncated = group.truncated or says_truncated(source)
-        return self._page(group, ref.artifact, self._cleaner.rows(source))
+        rows, keys = self._cleaner.page(source)
+        return self._page(group, ref.artifact, rows, keys)
 
     def select(self) -> Selection:
         """The groups to export, decided after every result was fed."""
@@ -96,28 +105,36 @@ class RowCollector:
             matched |= group.matched
         return is_excerpt(self._matcher.table, columns, selection.row_count, matched)
 
-    def _page(self, group: _Group, artifact: str | None, rows: list[Row]) -> list[Row]:
+    def _page(
+        self, group: _Group, artifact: str | None, rows: list[Row], keys: dict[str, None] | None
+    ) -> list[Row]:
         """The page's rows not in an earlier page of the group, recorded; repeats inside the
-        page are kept, so its digests only guard later pages."""
+        page are kept, so its digests only guard later pages. `keys`: the rows' keys in
+        first-seen order, when the cleaner read them."""
         digests = row_digests(rows)
         if group.pages == 0:
             group.last_page = array("Q", digests)  # in the table only if a second page comes
         else:
+            earlier = group.earlier
+            held = len(earlier) + len(group.last_page) + len(digests)
+            expected = self._pages_expected.get(group.action, 0)
+            earlier.reserve(table_room(held, group.pages + 1, expected))
             if group.last_page:
-                # Sized for both pages while empty: no growing (moving digests) between them.
-                group.earlier.reserve(len(group.last_page) + len(digests))
-                group.earlier.add_all(group.last_page)
+                earlier.add_all(group.last_page)
                 group.last_page = array("Q")
-            fresh = group.earlier.add_absent(digests)
+            fresh = earlier.add_absent(digests)
             if len(fresh) < len(rows):
                 rows = [rows[at] for at in fresh]
+                keys = None  # the page's keys may name only rows dropped as repeats
         group.pages += 1
         if not rows:
             return rows
         if artifact is not None and artifact not in group.artifacts:
             group.artifacts.append(artifact)
         group.rows += len(rows)
-        group.columns.update(dict.fromkeys(chain.from_iterable(rows)))  # first-seen order
+        if keys is None:
+            keys = dict.fromkeys(chain.from_iterable(rows))  # first-seen order
+        group.columns.update(keys)
         matcher = self._matcher
         if matcher is not None:
             for row in rows:
@@ -125,6 +142,16 @@ class RowCollector:
                     break
                 group.matched |= matcher.matches(row, group.matched)
         return rows
+
+
+def table_room(held: int, pages_seen: int, pages_expected: int) -> int:
+    """How many digests a group's de-dup table makes room for, `held` being those it holds
+    with the page at hand: the group's pages projected at the size of those seen so far,
+    when more are expected, but at most four times `held`; a projection that overshoots
+    (later pages smaller) then costs no more memory than two doublings would have."""
+    if pages_expected <= pages_seen:
+        return held
+    return min(held * pages_expected // pages_seen, 4 * held)
 
 
 def finish_row(row: Row, action: str, selection: Selection) -> Row:

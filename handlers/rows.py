@@ -118,24 +118,33 @@ class RowCleaner:
 
     def rows(self, source: RowSource) -> list[Row]:
         """The cleaned rows of a located result, in order (extract_rows, then clean_row)."""
+        return self.page(source)[0]
+
+    def page(self, source: RowSource) -> tuple[list[Row], dict[str, None] | None]:
+        """`rows(source)`, and their keys in first-seen order when the page was taken as it
+        is: the check reads every key anyway, so the collector need not read them again.
+        None when the rows were cleaned one by one."""
         if source.row is not None:
-            return [clean_row(source.row)]
+            return [clean_row(source.row)], None
         items = source.items
         if not items:
-            return []
-        if self._flat_and_clean(items):
-            return list(items)  # nothing to remove: the parsed rows themselves, not copies
-        return [self._row(item) for item in items]
+            return [], None
+        keys = self._flat_and_clean(items)
+        if keys is not None:
+            return list(items), keys  # nothing to remove: the parsed rows, not copies
+        return [self._row(item) for item in items], None
 
-    def _flat_and_clean(self, items: Sequence[Any]) -> bool:
+    def _flat_and_clean(self, items: Sequence[Any]) -> dict[str, None] | None:
+        """The keys of the items in first-seen order, if every item is a flat dict whose keys
+        name no secret; else None."""
         if set(map(type, items)) != {dict}:
-            return False
+            return None
         if not _SCALARS.issuperset(map(type, chain.from_iterable(map(dict.values, items)))):
-            return False
-        if self._clean_keys.issuperset(chain.from_iterable(items)):
-            return True
-        keys = set(chain.from_iterable(items))
-        return self._learn(keys) and keys <= self._clean_keys
+            return None
+        keys = dict.fromkeys(chain.from_iterable(items))
+        if self._clean_keys.issuperset(keys):
+            return keys
+        return keys if self._learn(keys) and self._clean_keys.issuperset(keys) else None
 
     def _row(self, item: Any) -> Row:
         if not isinstance(item, Mapping):

@@ -154,16 +154,19 @@ def start(inp: TurnInput) -> Phase:
 
 
 def collector_for(phase: FetchPhase, running: RowCollector | None) -> RowCollector:
-    """The collector a fetch round feeds: a new one, or the round before's (see phases.py)."""
+    """The collector a fetch round feeds: a new one, or the round before's (see phases.py),
+    told which pages the round brings."""
     match phase:
         case FetchCurrentTurn(request=request):
-            return RowCollector(request.table)
+            collector = RowCollector(request.table)
         case FetchDeferredGroups():
             if running is None:
                 raise IllegalTransition("deferred groups join the current turn's collector")
-            return running
+            collector = running
         case FetchReachBack():
-            return RowCollector(None)
+            collector = RowCollector(None)
+    collector.expect(phase.fetch)
+    return collector
 
 
 def after_fetch(inp: TurnInput, phase: Phase, collector: RowCollector) -> Phase:

@@ -142,9 +142,10 @@ def test_digests_of_a_long_page_with_a_nan_in_one_batch() -> None:
     feeds=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.one_of(RESULTS, ITEMS)), max_size=6),
     repeats=st.lists(st.integers(min_value=0, max_value=5), max_size=4),
     with_table=st.booleans(),
+    told=st.sampled_from([0, 1, 2, 3]),
 )
 def test_the_collector_decides_what_the_row_at_a_time_collector_decided(
-    feeds: list[tuple[str, Any]], repeats: list[int], with_table: bool
+    feeds: list[tuple[str, Any]], repeats: list[int], with_table: bool, told: int
 ) -> None:
     # Pages repeated whole or in part, as the paging of a tool repeats rows.
     for at in repeats:
@@ -152,8 +153,14 @@ def test_the_collector_decides_what_the_row_at_a_time_collector_decided(
             feeds.append(feeds[at])
     table = Table(("t", "v"), (("1", "12.5"), ("V", ""))) if with_table else None
     new, old = RowCollector(table), OldCollector(table)
-    for order, (action, result) in enumerate(feeds):
-        ref = ResultRef("t1", action, f"c{order}", f"a/{order}.json", None, order)
+    refs = [
+        ResultRef("t1", action, f"c{order}", f"a/{order}.json", None, order)
+        for order, (action, _) in enumerate(feeds)
+    ]
+    # Told of no page, of every page, of half of them, or of each twice (more than come):
+    # the table's size is all it may change.
+    new.expect([[], refs, refs[::2], refs + refs][told])
+    for ref, (_, result) in zip(refs, feeds, strict=True):
         assert same(new.feed(ref, result), old.feed(ref, result))
     counts = {action: group["rows"] for action, group in old.groups.items()}
     assert new.counts() == counts
