@@ -1,5 +1,5 @@
 """The closed sets of names the turn record, the events and the metrics share
-(docs/contract/turn-record.md): plain literals, importable without pydantic."""
+(docs/contract/turn-record.md): plain literals, importable without the models."""
 
 from __future__ import annotations
 
