@@ -112,7 +112,7 @@ def steps(data: list[bytes], repeat: int) -> list[tuple[str, float]]:
     results = step("parse (msgspec)", lambda: [parse_artifact_json(raw)["result"] for raw in data])
     pages = step(
         "clean (RowCleaner)",
-        lambda: (lambda c: [c.rows(locate_rows(r)) for r in results])(RowCleaner()),
+        lambda: (lambda c: [c.page(locate_rows(r))[0] for r in results])(RowCleaner()),
     )
     digests = step("digest (row_digests)", lambda: [row_digests(rows) for rows in pages])
 

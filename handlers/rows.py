@@ -116,14 +116,11 @@ class RowCleaner:
     def __init__(self) -> None:
         self._clean_keys: set[str] = set()  # keys already found not to name a secret
 
-    def rows(self, source: RowSource) -> list[Row]:
-        """The cleaned rows of a located result, in order (extract_rows, then clean_row)."""
-        return self.page(source)[0]
-
     def page(self, source: RowSource) -> tuple[list[Row], dict[str, None] | None]:
-        """`rows(source)`, and their keys in first-seen order when the page was taken as it
-        is: the check reads every key anyway, so the collector need not read them again.
-        None when the rows were cleaned one by one."""
+        """The cleaned rows of a located result, in order (extract_rows, then clean_row),
+        and their keys in first-seen order when the page was taken as it is: the check reads
+        every key anyway, so the collector need not read them again. None when the rows
+        were cleaned one by one."""
         if source.row is not None:
             return [clean_row(source.row)], None
         items = source.items
