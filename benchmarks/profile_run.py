@@ -86,7 +86,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "normalize_key",
     ),
     "row path: collector loop": ("RowCollector._page", "RowCollector.feed", "TurnHandler._fetch"),
-    "row path: cells": ("action_cells", "action_rows_cells", "_cells", "finish_row"),
+    "row path: cells": ("action_cells", "batch_cells", "_cells", "finish_row"),
     "row path: csv serialiser": ("csv_file.py", "serialisers/__init__.py", "export_file.py"),
     "xlsx serialiser": ("xlsx_file.py",),
     "artifact read + parse": ("TurnHandler._artifact", "LocalBlobs.read", "parse_artifact_json"),

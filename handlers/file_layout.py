@@ -72,17 +72,6 @@ def action_cells(row: Row, action: str, selection: Selection, shape: Layout) -> 
     return [full.get(key) for key in shape.keys]
 
 
-def action_rows_cells(
-    rows: Iterable[Row], action: str, selection: Selection, shape: Layout
-) -> Iterator[list[Any]]:
-    """`action_cells` of each row, in order; without a source column, one look-up per key in
-    C (a call chain per row cost more than the look-ups themselves)."""
-    if selection.source_column is not None:
-        return (action_cells(row, action, selection, shape) for row in rows)
-    keys = shape.keys
-    return (list(map(row.get, keys)) for row in rows)
-
-
 SpooledBatch = tuple[tuple[str, ...] | None, list[Any]]  # as `RowSpool.batches` gives them
 
 
@@ -110,7 +99,7 @@ def _with_source(
 
 def batch_cells(batches: Iterable[SpooledBatch], keys: tuple[str, ...]) -> Iterator[Cells]:
     """Rows given a batch at a time (`RowSpool.batches`) aligned with `keys`, as
-    `action_rows_cells` aligns them: a batch of rows, (None, dicts), by key, row by row; a
+    `action_cells` aligns a row: a batch of rows, (None, dicts), by key, row by row; a
     batch of columns under the same keys, (names, columns), as one `ColumnBlock` of the
     columns the keys name (a key it lacks, a column of None)."""
     for names, written in batches:

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handlers.file_layout import action_cells, action_rows_cells, dataset_cells, layout
+from handlers.file_layout import action_cells, dataset_cells, layout
 from handlers.selection import Selection
 from handlers.serialisers import each_row
 
@@ -23,16 +23,6 @@ def _selection(source: str | None) -> Selection:
     return Selection(
         ("a", "b") if source else ("a",), source is not None, source, columns, 0, (), False
     )
-
-
-@given(rows_strategy, st.sampled_from([None, "Source action", "x"]))
-def test_rows_cells_are_each_rows_action_cells(
-    rows: list[dict[str, Any]], source: str | None
-) -> None:
-    selection = _selection(source)
-    shape = layout("csv", None, selection)
-    expected = [action_cells(row, "b", selection, shape) for row in rows]
-    assert list(action_rows_cells(iter(rows), "b", selection, shape)) == expected
 
 
 # Rows of one shape: the same keys, each row's values drawn on its own.
