@@ -120,7 +120,8 @@ def group_score(
     citation_results: Iterable[Any],
 ) -> int:
     """`score(subject, group_words(...))`, without splitting the texts that cannot hold a
-    subject word, and done once every subject word is found.
+    subject word or that came before (a column's values repeat down its rows), and done
+    once every subject word is found.
 
     A word is a piece of a text, lower-cased; lower-casing maps each character on its own
     (only the Greek sigma depends on its neighbours), so an ASCII subject word that is one
@@ -130,7 +131,11 @@ def group_score(
         return 0
     ascii_only = all(word.isascii() for word in subject)
     found: set[str] = set()
+    seen: set[str] = set()
     for text in _texts(action, arguments, columns, citation_results):
+        if text in seen:
+            continue
+        seen.add(text)
         if ascii_only:
             lowered = text.lower()
             if not any(word in lowered for word in subject):
