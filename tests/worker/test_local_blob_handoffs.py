@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,39 @@ def test_an_aborted_upload_leaves_nothing_even_with_bytes_buffered(tmp_path: Pat
     asyncio.run(main())
     assert not (tmp_path / "exports/c/t/x.csv").exists()
     assert list((tmp_path / ".staging").iterdir()) == []
+
+
+def test_a_commit_that_cannot_move_its_file_into_place_leaves_nothing_staged(
+    tmp_path: Path,
+) -> None:
+    blobs = LocalBlobs(tmp_path)
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports/c").write_bytes(b"a file where the folder would go")
+
+    async def main() -> None:
+        upload = await blobs.upload("exports/c/t/x.csv", INFO)
+        await upload.write(b"a,b\r\n")
+        with pytest.raises(OSError):
+            await upload.commit()
+        await upload.abort()  # what write_export does next: nothing left to drop
+        with pytest.raises(OSError):
+            await blobs.put("exports/c/t/y.json", b"{}")
+
+    asyncio.run(main())
+    assert list((tmp_path / ".staging").iterdir()) == []
+    assert (tmp_path / "exports/c").read_bytes() == b"a file where the folder would go"
+
+
+def test_a_commit_that_cannot_write_its_sidecar_leaves_nothing_staged(tmp_path: Path) -> None:
+    blobs = LocalBlobs(tmp_path)
+
+    async def main() -> None:
+        upload = await blobs.upload("exports/c/t/x.csv", INFO)
+        await upload.write(b"a,b\r\n")
+        shutil.rmtree(tmp_path / ".meta")  # the sidecar's move fails: no folder to hold it
+        with pytest.raises(FileNotFoundError):
+            await upload.commit()
+
+    asyncio.run(main())
+    assert list((tmp_path / ".staging").iterdir()) == []
+    assert not (tmp_path / "exports/c/t/x.csv").exists()

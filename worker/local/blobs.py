@@ -110,13 +110,16 @@ class LocalBlobs:
         info = BlobInfo(content_type=content_type, file_name=target.name, metadata={})
 
         def write() -> None:
-            handle, temp = self._stage()
+            fd, temp = self._stage()
             try:
-                with handle:
-                    handle.write(data)
+                try:
+                    _write_all(fd, data)
+                finally:
+                    os.close(fd)
                 self._install(temp, path, info)
-            finally:
+            except BaseException:
                 temp.unlink(missing_ok=True)
+                raise
 
         await asyncio.to_thread(write)
 
@@ -154,9 +157,12 @@ class LocalBlobs:
         *folders, name = blob_parts(path)
         return self._root.joinpath(META_DIR, *folders, f"{name}.json")
 
-    def _stage(self) -> tuple[IO[bytes], Path]:
+    def _stage(self) -> tuple[int, Path]:
+        """A new staged file, open for writing: its descriptor and its path. A bare
+        descriptor, as every write is whole: a file object would cost three more system
+        calls to open, each a trip out of and back into the interpreter's lock."""
         fd, name = tempfile.mkstemp(dir=self._staging, prefix=f"{os.getpid()}-", suffix=".part")
-        return os.fdopen(fd, "wb"), Path(name)
+        return fd, Path(name)
 
     def _install(self, temp: Path, path: str, info: BlobInfo) -> None:
         """Sidecar first, then the content, each moved into place whole."""
@@ -166,13 +172,16 @@ class LocalBlobs:
             "file_name": info.file_name,
             "metadata": dict(info.metadata),
         }
-        handle, sidecar_temp = self._stage()
+        fd, sidecar_temp = self._stage()
         try:
-            with handle:
-                handle.write(json.dumps(sidecar_doc).encode("utf-8"))
+            try:
+                _write_all(fd, json.dumps(sidecar_doc).encode("utf-8"))
+            finally:
+                os.close(fd)
             os.replace(sidecar_temp, self._sidecar(path))
-        finally:
+        except BaseException:
             sidecar_temp.unlink(missing_ok=True)
+            raise
         target = self._content(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(temp, target)
@@ -186,13 +195,13 @@ class LocalBlobUpload:
         blobs: LocalBlobs,
         path: str,
         info: BlobInfo,
-        handle: IO[bytes],
+        fd: int,
         temp: Path,
     ) -> None:
         self._blobs = blobs
         self._path = path
         self._info = info
-        self._handle = handle
+        self._fd = fd  # closed by commit or abort, whichever comes first
         self._temp = temp
         self._state = "open"  # open -> committed | aborted
         self._pending: list[bytes] = []  # written, not yet handed to the staged file
@@ -204,7 +213,7 @@ class LocalBlobUpload:
         self._pending.append(bytes(chunk))
         self._pending_bytes += len(chunk)
         if self._pending_bytes >= WRITE_BUFFER_BYTES:
-            await asyncio.to_thread(self._handle.write, self._take_pending())
+            await asyncio.to_thread(_write_all, self._fd, self._take_pending())
 
     def _take_pending(self) -> bytes:
         data = b"".join(self._pending)
@@ -220,14 +229,15 @@ class LocalBlobUpload:
 
         def install() -> None:
             try:
-                self._handle.write(rest)
-                self._handle.flush()
-                os.fsync(self._handle.fileno())
-                self._handle.close()
+                try:
+                    _write_all(self._fd, rest)
+                    os.fsync(self._fd)
+                finally:
+                    os.close(self._fd)
                 self._blobs._install(self._temp, self._path, self._info)
-            finally:
-                self._handle.close()
-                self._temp.unlink(missing_ok=True)
+            except BaseException:
+                self._temp.unlink(missing_ok=True)  # moved into place, it is gone from here
+                raise
 
         await asyncio.to_thread(install)
 
@@ -239,7 +249,7 @@ class LocalBlobUpload:
         self._take_pending()
 
         def drop() -> None:
-            self._handle.close()
+            os.close(self._fd)
             self._temp.unlink(missing_ok=True)
 
         await asyncio.to_thread(drop)
@@ -247,6 +257,13 @@ class LocalBlobUpload:
     def _require_open(self) -> None:
         if self._state != "open":
             raise RuntimeError(f"upload to {self._path!r} is already {self._state}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (a write to a regular file may take part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _read_cached(target: Path, chunk_size: int) -> bytes | None:
