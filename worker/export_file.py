@@ -16,6 +16,7 @@ from handlers.serialisers.json_file import json_chunks
 from schemas.vocabulary import ExportFormat
 from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.ports import BlobInfo, Blobs
+from worker.scratch import scratch_folder
 
 
 class TooLarge(Exception):
@@ -90,7 +91,10 @@ async def _chunks(
     # files) before its first byte can be read. That takes minutes for a million rows, so it
     # runs in a worker thread and the event loop keeps renewing the session lock meanwhile
     # (blocked, the lock ran out and the turn was taken from it, again and again).
-    sink = files.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 (closed by `files`)
-    await asyncio.to_thread(write_xlsx, columns, rows, sink)
+    # Its rows wait in named temporary files until it closes: they go in a folder of this
+    # export's own, which a worker killed mid-workbook leaves for the next one to sweep.
+    scratch = files.enter_context(scratch_folder())
+    sink = files.enter_context(tempfile.TemporaryFile(dir=scratch))  # noqa: SIM115
+    await asyncio.to_thread(write_xlsx, columns, rows, sink, tmpdir=scratch)
     sink.seek(0)
     return iter(partial(sink.read, 1 << 20), b"")

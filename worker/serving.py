@@ -8,16 +8,19 @@ says `closed` while the runtime shuts down.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from worker.backends import open_backend
 from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.health import Readiness
+from worker.logs import get_logger
 from worker.operations import Operations, operations_endpoint, reachability_check
 from worker.ports import Backend, QueueMessage
 from worker.retry_policy import RetryPolicy
 from worker.runtime import MessageHandler, RunStats, Runtime
+from worker.scratch import sweep
 from worker.settings import Settings
 
 if TYPE_CHECKING:  # the record's struct is imported by the turns that build one
@@ -39,6 +42,10 @@ async def serve(
         backend = await open_backend(settings, inject=inject)
         try:
             readiness.opened(reachability_check(backend, settings, operations))
+            # What workers killed mid-workbook left in the temporary folder (worker/scratch.py).
+            swept = await asyncio.to_thread(sweep)
+            if swept:
+                get_logger().info("scratch_swept", folders=swept)
 
             def turn_handler() -> MessageHandler:
                 from worker.handler import TurnHandler

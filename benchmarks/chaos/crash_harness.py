@@ -29,9 +29,10 @@ otherwise (tests/reliability/test_faults.py gives the odds).
 (`harness_stores.py`: Service Bus on the test broker inside this process, Blob on Azurite,
 Cosmos on cosmosdb-server, which scripts/test-emulated starts); the checks read Cosmos,
 Azurite and the topic's subscription instead of the home. A worker process there takes
-seconds to start, so `--kill-every` should leave it time to get going. Temp files that killed xlsx
-writers leave in TMPDIR (pointed into the home) are counted in a note, not failed on: they
-are xlsxwriter's, outside the worker's stores. The last line is the figure line:
+seconds to start, so `--kill-every` should leave it time to get going. The scratch folders
+that killed xlsx writers leave in TMPDIR (pointed into the home) are swept by the next worker
+to start (worker/scratch.py): any still there after the final drain is a failure. The last
+line is the figure line:
 
     chaos: turns=N kills=K lost=0 duplicates=0 dead_letters=P (planted P)
 
@@ -520,7 +521,9 @@ def _run(options: Options, home_path: Path, stores: Stores) -> int:
     before_drain = _recorded(home, generated.conversation_ids)
     drain_phase(home, stats, deadline, options.verbose)
     verdict = verify(home, generated)
-    leftovers = [p.name for p in (home_path / "tmp").iterdir()]
+    leftovers = sorted(p.name for p in (home_path / "tmp").iterdir())
+    if leftovers:
+        stats.failures.append(f"left in TMPDIR after the final drain's sweep: {leftovers}")
     kinds = ", ".join(f"{k}={v}" for k, v in sorted(stats.kills.items())) or "none"
     print(f"backend: {options.backend}")
     print(f"processes spawned: {stats.spawned}; deaths by cause: {kinds}")
@@ -532,8 +535,6 @@ def _run(options: Options, home_path: Path, stores: Stores) -> int:
             f"(call_attempts {options.call_attempts}, max_attempts {options.max_attempts})"
         )
     print(f"turn records before the final drain: {before_drain} of {len(generated.turns)}")
-    if leftovers:
-        print(f"note: {len(leftovers)} temp file(s) left in TMPDIR by killed xlsx writers")
     for failure in stats.failures:
         print(f"worker failure: {failure}")
     for problem in verdict.problems[:50]:

@@ -54,14 +54,18 @@ def write_xlsx(
     sink: BinaryIO,
     *,
     created: datetime = FIXED_CREATED,
+    tmpdir: str | None = None,
 ) -> None:
-    """One sheet, frozen bold header, numbers as numbers, text always text, constant memory."""
+    """One sheet, frozen bold header, numbers as numbers, text always text, constant memory
+    (the rows wait in a temporary file, in `tmpdir` when given, until the workbook closes)."""
     if len(columns) > MAX_XLSX_COLUMNS:
         raise ValueError(f"more than {MAX_XLSX_COLUMNS} columns do not fit in a sheet")
     # Imported here: every other format (and start-up) does without it.
     import xlsxwriter
 
-    workbook = xlsxwriter.Workbook(sink, _OPTIONS)
+    workbook = xlsxwriter.Workbook(
+        sink, _OPTIONS if tmpdir is None else {**_OPTIONS, "tmpdir": tmpdir}
+    )
     workbook.set_properties({"created": created})
     # Always close: in constant-memory mode the rows sit in a temp file only close removes.
     try:

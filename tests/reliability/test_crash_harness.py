@@ -1,8 +1,10 @@
-"""The crash harness at CI size, and the staging sweep it relies on to leave nothing behind."""
+"""The crash harness at CI size, and the sweeps it relies on to leave nothing behind: the
+staged blob files and the workbook scratch folders of killed writers."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -80,6 +82,44 @@ def test_a_killed_writers_staged_file_is_swept_when_the_blobs_open(tmp_path: Pat
         assert not (root / "exports" / "c" / "t" / "x.csv").exists()
 
     asyncio.run(live_upload_survives_a_sweep())
+
+
+def test_a_writer_killed_mid_workbook_leaves_a_folder_the_next_worker_sweeps(
+    tmp_path: Path,
+) -> None:
+    temporary, home = tmp_path / "tmp", tmp_path / "home"
+    temporary.mkdir()
+    home.mkdir()
+    child = textwrap.dedent(
+        f"""
+        import asyncio, os
+        from worker.export_file import write_export
+        from worker.local.blobs import LocalBlobs
+        from worker.ports import BlobInfo
+        def rows():
+            yield [1, "a"]
+            os._exit(137)  # killed mid-workbook: its row file is written, never closed
+        asyncio.run(write_export(
+            LocalBlobs({str(tmp_path / "blobs")!r}), "exports/c/t/x.xlsx",
+            BlobInfo("application/octet-stream", "x.xlsx", {{}}), "xlsx", ["n", "s"],
+            rows(), 2, max_bytes=1 << 20, csv_bom=True,
+        ))
+        """
+    )
+    env = {**os.environ, "TMPDIR": str(temporary)}
+    assert subprocess.run([sys.executable, "-c", child], cwd=ROOT, env=env).returncode == 137
+    (left,) = temporary.iterdir()
+    assert left.name.startswith("export-worker-") and list(left.iterdir())
+
+    worker = Path(sys.executable).with_name("export-worker")
+    env = {k: v for k, v in env.items() if not k.startswith("EXPORT_WORKER_")}
+    env |= {"EXPORT_WORKER_HOME": str(home), "EXPORT_WORKER_BACKEND": "local"}
+    started = subprocess.run(
+        [str(worker), "run", "--drain"], cwd=home, env=env, capture_output=True, timeout=120
+    )
+    assert started.returncode == 0, started.stderr.decode()[-2000:]
+    assert list(temporary.iterdir()) == []
+    assert b'"event": "scratch_swept"' in started.stderr
 
 
 def test_crash_points_are_off_unless_named_and_fire_as_a_kill(tmp_path: Path) -> None:

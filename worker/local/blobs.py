@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from worker.ports import BlobInfo, NotFound
+from worker.scratch import process_alive
 
 STAGING_DIR = ".staging"
 META_DIR = ".meta"
@@ -324,13 +325,4 @@ def _writer_alive(name: str) -> bool:
     pid_text = name.split("-", 1)[0]
     if not pid_text.isdigit():
         return True  # not named by a writer we know: only its age decides
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # alive, owned by someone else
-    return True
+    return process_alive(int(pid_text))

@@ -1,0 +1,66 @@
+"""Scratch folders for the files an export spills to disk while it is written.
+
+A workbook is written through xlsxwriter's constant-memory mode, which keeps each sheet's
+rows in a named temporary file until the workbook closes. A worker killed mid-workbook
+(SIGKILL, the OOM killer) never closes it, and those files would stay in the temporary
+folder for as long as the machine (or, in Azure, the container) does. So each workbook gets
+its own folder, named by the writing process (`export-worker-{pid}-…`), removed whole when
+the export ends; and a worker starting up removes the folders of writers that are no longer
+running (`sweep`), as the local blob store does with its staged files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+PREFIX = "export-worker-"
+
+
+def scratch_folder(root: str | Path | None = None) -> tempfile.TemporaryDirectory[str]:
+    """A new folder for one export's spilled files, named by this process; removed with
+    everything in it when the context exits."""
+    return tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-", dir=root)
+
+
+def sweep(root: str | Path | None = None) -> int:
+    """Remove the scratch folders under `root` (the temporary folder by default) whose
+    writer is no longer running; how many were removed."""
+    folder = Path(root) if root is not None else Path(tempfile.gettempdir())
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        pid = _writer(entry.name)
+        if pid is None or process_alive(pid) or not entry.is_dir(follow_symlinks=False):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)  # another worker may sweep it too
+        removed += 1
+    return removed
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` may still be running (this one always is)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by someone else
+    return True
+
+
+def _writer(name: str) -> int | None:
+    """The process id in a scratch folder's name; None for any other name."""
+    if not name.startswith(PREFIX):
+        return None
+    pid_text, _, rest = name[len(PREFIX) :].partition("-")
+    if not pid_text.isdigit() or not rest:
+        return None
+    return int(pid_text)
