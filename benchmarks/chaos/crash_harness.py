@@ -14,7 +14,11 @@
    write, after the blob, after the turn record, after the event, after `event_sent`, with
    odds scaled to `--kills / --turns`. This goes on until `--kills` deaths, or until the
    queue is drained (a note says so). Locks last 1 s, so a dead worker's session returns soon.
-3. Runs `export-worker run --drain` once more without kills or crash points.
+3. Runs `export-worker run --drain` once more without kills or crash points. A turn that was
+   in flight at ten deaths has been dead-lettered for its delivery count, as Service Bus
+   does (under a kill every 0.25-1 s, a slow first turn can be); those are replayed as an
+   operator would (`dlq replay --all --reason MaxDeliveryCountExceeded`), drained once
+   more, and counted in the figure line (`replayed=`).
 4. Checks, from the stores and through the CLI: every turn has exactly one turn record with
    the expected decision; every published turn exactly one export file whose rows match
    (count, first and last row), `event_sent` true and exactly one `export.published`; no
@@ -34,7 +38,7 @@ that killed xlsx writers leave in TMPDIR (pointed into the home) are swept by th
 to start (worker/scratch.py): any still there after the final drain is a failure. The last
 line is the figure line:
 
-    chaos: turns=N kills=K lost=0 duplicates=0 dead_letters=P (planted P)
+    chaos: turns=N kills=K lost=0 duplicates=0 dead_letters=P (planted P) replayed=R
 
 and the exit code is non-zero when anything was lost or doubled, or any check failed.
 """
@@ -66,6 +70,8 @@ for folder in (ROOT, HERE):
 
 from chaos_turns import ExpectedTurn, Generated, generate  # noqa: E402
 from harness_stores import AzureStores, LocalStores, Stores, azure_stores, run_cli  # noqa: E402
+
+from worker.local.queue import MAX_DELIVERY_REASON as DELIVERY_COUNT_REASON  # noqa: E402
 
 
 def crash_points_for(kills: int, turns: int) -> str:
@@ -255,6 +261,15 @@ def drain_phase(home: Home, stats: ChaosStats, deadline: float, verbose: bool) -
         stats.failures.append(f"the final run --drain exited {code}")
     if verbose:
         sys.stderr.write(worker.log.read_text(errors="replace")[-3000:])
+
+
+def replay_phase(home: Home, stats: ChaosStats, deadline: float, verbose: bool) -> int:
+    """Replay what was dead-lettered for its delivery count, then drain again; how many."""
+    exhausted = json.loads(home.cli("dlq", "list", "--reason", DELIVERY_COUNT_REASON, "--json"))
+    if exhausted:
+        home.cli("dlq", "replay", "--all", "--reason", DELIVERY_COUNT_REASON)
+        drain_phase(home, stats, deadline, verbose)
+    return len(exhausted)
 
 
 def _recorded(home: Home, conversations: list[str]) -> int:
@@ -520,6 +535,7 @@ def _run(options: Options, home_path: Path, stores: Stores) -> int:
         kill_phase(home, rng, stats, deadline)
     before_drain = _recorded(home, generated.conversation_ids)
     drain_phase(home, stats, deadline, options.verbose)
+    replayed = replay_phase(home, stats, deadline, options.verbose)
     verdict = verify(home, generated)
     leftovers = sorted(p.name for p in (home_path / "tmp").iterdir())
     if leftovers:
@@ -535,6 +551,8 @@ def _run(options: Options, home_path: Path, stores: Stores) -> int:
             f"(call_attempts {options.call_attempts}, max_attempts {options.max_attempts})"
         )
     print(f"turn records before the final drain: {before_drain} of {len(generated.turns)}")
+    if replayed:
+        print(f"dead-lettered for their delivery count, replayed and drained: {replayed}")
     for failure in stats.failures:
         print(f"worker failure: {failure}")
     for problem in verdict.problems[:50]:
@@ -543,7 +561,7 @@ def _run(options: Options, home_path: Path, stores: Stores) -> int:
     print(
         f"chaos: turns={len(generated.turns)} kills={stats.total_kills} lost={verdict.lost} "
         f"duplicates={verdict.duplicates} dead_letters={verdict.dead_letters} "
-        f"(planted {verdict.planted})",
+        f"(planted {verdict.planted}) replayed={replayed}",
         flush=True,
     )
     ok = not verdict.lost and not verdict.duplicates and not verdict.problems

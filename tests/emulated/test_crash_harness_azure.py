@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "benchmarks" / "chaos" / "crash_harness.py"
 FIGURES = re.compile(
     r"^chaos: turns=(\d+) kills=(\d+) lost=(\d+) duplicates=(\d+) "
-    r"dead_letters=(\d+) \(planted (\d+)\)$"
+    r"dead_letters=(\d+) \(planted (\d+)\) replayed=(\d+)$"
 )
 
 
@@ -41,8 +41,9 @@ def test_killed_and_faulted_workers_on_azure_lose_nothing_and_double_nothing() -
     assert lines, proc.stderr.decode()[-2000:]
     match = FIGURES.match(lines[-1])
     assert match, lines[-10:]
-    turns, kills, lost, duplicates, dead, planted = (int(g) for g in match.groups())
+    turns, kills, lost, duplicates, dead, planted, replayed = (int(g) for g in match.groups())
     print("\n".join(lines[-8:]))
     assert (turns, lost, duplicates) == (40, 0, 0), lines[-25:]
     assert kills >= 4 and dead == planted >= 4, lines[-25:]
+    assert replayed == 0, lines[-25:]  # fewer than ten deaths exhaust no delivery count
     assert proc.returncode == 0, lines[-25:]

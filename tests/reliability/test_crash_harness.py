@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "benchmarks" / "chaos" / "crash_harness.py"
 FIGURES = re.compile(
     r"^chaos: turns=(\d+) kills=(\d+) lost=(\d+) duplicates=(\d+) "
-    r"dead_letters=(\d+) \(planted (\d+)\)$"
+    r"dead_letters=(\d+) \(planted (\d+)\) replayed=(\d+)$"
 )
 
 
@@ -44,10 +44,26 @@ def test_killed_workers_lose_nothing_and_double_nothing() -> None:
     code, lines, figures = run_harness(
         "--turns", "40", "--conversations", "8", "--kills", "8", "--seed", "11"
     )
-    turns, kills, lost, duplicates, dead, planted = figures
+    turns, kills, lost, duplicates, dead, planted, replayed = figures
     assert (turns, lost, duplicates) == (40, 0, 0), lines[-25:]
     assert kills >= 8
     assert dead == planted >= 4
+    assert replayed == 0  # fewer than ten deaths exhaust no delivery count
+    assert code == 0, lines[-25:]
+
+
+@pytest.mark.slow
+def test_turns_dead_lettered_for_their_delivery_count_are_replayed_and_lose_nothing() -> None:
+    # Every blob write kills its worker: each published turn is delivered ten times without
+    # a verdict and dead-lettered by the queue, as Service Bus does. The harness replays
+    # those as an operator would, and the drain after it publishes each exactly once.
+    code, lines, figures = run_harness(
+        "--turns", "4", "--conversations", "2", "--kills", "20", "--seed", "11",
+        "--crash-points", "during_blob:1.0", "--kill-every", "5,6",
+    )  # fmt: skip
+    turns, kills, lost, duplicates, dead, planted, replayed = figures
+    assert (turns, lost, duplicates) == (4, 0, 0), lines[-25:]
+    assert kills >= 10 and replayed >= 1 and dead == planted, lines[-25:]
     assert code == 0, lines[-25:]
 
 
