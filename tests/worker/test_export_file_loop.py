@@ -10,11 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from worker.export_file import write_export
-from worker.local.blobs import LocalBlobs
-from worker.ports import BlobInfo
+from workbooks import PATH, write_workbook
 
-INFO = BlobInfo(content_type="application/octet-stream", file_name="x.xlsx", metadata={})
 WAIT_SECONDS = 10.0
 
 
@@ -36,20 +33,9 @@ def test_the_loop_runs_while_a_workbook_is_written(tmp_path: Path) -> None:
 
     async def main() -> None:
         answering = asyncio.create_task(answer())
-        path = "exports/c/t/x.xlsx"
-        await write_export(
-            LocalBlobs(tmp_path),
-            path,
-            INFO,
-            "xlsx",
-            ["n", "s"],
-            rows(),
-            2,
-            max_bytes=1 << 20,
-            csv_bom=True,
-        )
+        await write_workbook(tmp_path, rows())
         await answering
 
     asyncio.run(main())
     assert heard == [True]
-    assert (tmp_path / "exports/c/t/x.xlsx").read_bytes()[:2] == b"PK"
+    assert (tmp_path / PATH).read_bytes()[:2] == b"PK"

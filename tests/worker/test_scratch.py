@@ -13,13 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from workbooks import PATH, write_workbook
 
 from worker import scratch
-from worker.export_file import write_export
-from worker.local.blobs import LocalBlobs
-from worker.ports import BlobInfo
-
-INFO = BlobInfo(content_type="application/octet-stream", file_name="x.xlsx", metadata={})
 
 
 def _dead_pid() -> int:
@@ -83,20 +79,7 @@ def test_a_workbooks_rows_are_spilled_in_its_own_folder_removed_when_it_is_writt
         )
         yield [2, "b"]
 
-    async def main() -> None:
-        await write_export(
-            LocalBlobs(tmp_path / "blobs"),
-            "exports/c/t/x.xlsx",
-            INFO,
-            "xlsx",
-            ["n", "s"],
-            rows(),
-            2,
-            max_bytes=1 << 20,
-            csv_bom=True,
-        )
-
-    asyncio.run(main())
+    asyncio.run(write_workbook(tmp_path / "blobs", rows()))
     assert len(seen) == 1 and seen[0]  # one folder, holding the sheet's row file
     assert list(temporary.iterdir()) == []  # gone with the export
-    assert (tmp_path / "blobs/exports/c/t/x.xlsx").read_bytes()[:2] == b"PK"
+    assert (tmp_path / "blobs" / PATH).read_bytes()[:2] == b"PK"
