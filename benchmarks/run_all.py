@@ -319,6 +319,10 @@ class TurnsRun:
     def bare_ms(self) -> float:
         return (self.bare.wall - self.bare_empty.wall) / self.turns * 1000
 
+    @property
+    def bare_cpu_ms(self) -> float:
+        return (self.bare.cpu - self.bare_empty.cpu) / self.turns * 1000
+
 
 def turns_case(bench: Bench, turns: int, repeats: int) -> TurnsRun:
     """TURNS headline copies, one conversation each, drained at default settings; each
@@ -567,15 +571,13 @@ def summary(r: Report) -> list[str]:
         "≤ 1.5x",
         r.d.project_ms <= 1.5 * r.d.bare_ms,
     )
-    project_cpu = r.d.project_cpu_ms
-    bare_cpu = (r.d.bare.cpu - r.d.bare_empty.cpu) / r.d.turns * 1000
     row(
         "d",
         "the same, CPU ms/turn (user + system, net of start-up's): the bare turn waits on "
         "3 fsyncs, so its wall moves with the shared disk's latency",
-        f"{project_cpu:.1f} ms",
-        f"{bare_cpu:.1f} ms",
-        _ratio(project_cpu, bare_cpu),
+        f"{r.d.project_cpu_ms:.1f} ms",
+        f"{r.d.bare_cpu_ms:.1f} ms",
+        _ratio(r.d.project_cpu_ms, r.d.bare_cpu_ms),
         "reported",
         "—",
     )

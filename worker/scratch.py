@@ -19,10 +19,10 @@ from pathlib import Path
 PREFIX = "export-worker-"
 
 
-def scratch_folder(root: str | Path | None = None) -> tempfile.TemporaryDirectory[str]:
-    """A new folder for one export's spilled files, named by this process; removed with
-    everything in it when the context exits."""
-    return tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-", dir=root)
+def scratch_folder() -> tempfile.TemporaryDirectory[str]:
+    """A new folder in the temporary folder for one export's spilled files, named by this
+    process; removed with everything in it when the context exits."""
+    return tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-")
 
 
 def sweep(root: str | Path | None = None) -> int:
