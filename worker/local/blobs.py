@@ -20,9 +20,9 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 from worker.ports import BlobInfo, NotFound
 from worker.scratch import process_alive
@@ -40,6 +40,8 @@ STALE_STAGING_SECONDS = 3600.0
 WRITE_BUFFER_BYTES = 1 << 20
 # Linux: a read flag that refuses to wait for the disk (see _read_cached).
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+
+_T = TypeVar("_T")
 
 
 def blob_parts(path: str) -> list[str]:
@@ -102,8 +104,15 @@ class LocalBlobs:
         """Start a staged write; nothing shows at `path` until `commit`."""
         self._content(path)  # reject a bad path before staging anything
         # Not on the loop: creating a file took ~1 ms here, longer than the hand-off.
-        handle, temp = await asyncio.to_thread(self._stage)
-        return LocalBlobUpload(self, path, info, handle, temp)
+        staging = asyncio.ensure_future(asyncio.to_thread(self._stage))
+        try:
+            fd, temp = await asyncio.shield(staging)
+        except asyncio.CancelledError:
+            # The thread cannot be stopped: the file it makes is nobody's, so it is
+            # closed and removed when it comes (a long-running worker would keep both).
+            staging.add_done_callback(_drop_staged)
+            raise
+        return LocalBlobUpload(self, path, info, fd, temp)
 
     async def put(self, path: str, data: bytes, content_type: str = "application/json") -> None:
         """Write a small blob in one call, atomically (file name: the last segment)."""
@@ -207,6 +216,7 @@ class LocalBlobUpload:
         self._state = "open"  # open -> committed | aborted
         self._pending: list[bytes] = []  # written, not yet handed to the staged file
         self._pending_bytes = 0
+        self._last_step: asyncio.Future[Any] | None = None  # see _step
 
     async def write(self, chunk: bytes) -> None:
         """Append bytes to the staged file."""
@@ -214,7 +224,28 @@ class LocalBlobUpload:
         self._pending.append(bytes(chunk))
         self._pending_bytes += len(chunk)
         if self._pending_bytes >= WRITE_BUFFER_BYTES:
-            await asyncio.to_thread(_write_all, self._fd, self._take_pending())
+            await self._step(_write_all, self._fd, self._take_pending())
+
+    def _step(self, call: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+        """Run `call(*args)` on the staged file in a worker thread, after the upload's
+        previous step has ended, and to its end even when the task awaiting it is cancelled.
+
+        A turn is cancelled at whatever await it has reached (its session lock lost, the
+        worker stopping). A thread's call cannot be stopped once started, and one that has
+        not started yet is dropped without a word: a commit dropped so would leave its
+        descriptor open and its file staged for the life of the process, and an abort that
+        closed the descriptor while a cancelled write was still in its thread would send
+        that write to a closed descriptor, or to whatever file took its number next. So
+        each step waits for the one before it and is shielded from the caller's cancel."""
+        before = self._last_step
+
+        async def run() -> _T:
+            if before is not None and not before.done():
+                await asyncio.wait((before,))
+            return await asyncio.to_thread(call, *args)
+
+        self._last_step = step = asyncio.ensure_future(run())
+        return asyncio.shield(step)
 
     def _take_pending(self) -> bytes:
         data = b"".join(self._pending)
@@ -240,7 +271,9 @@ class LocalBlobUpload:
                 self._temp.unlink(missing_ok=True)  # moved into place, it is gone from here
                 raise
 
-        await asyncio.to_thread(install)
+        # Once asked for, the commit completes even if its caller is cancelled: the blob
+        # appears whole (a redelivered turn writes the same bytes to the same path).
+        await self._step(install)
 
     async def abort(self) -> None:
         """Drop the staged bytes; the path keeps what it held. Idempotent."""
@@ -253,11 +286,20 @@ class LocalBlobUpload:
             os.close(self._fd)
             self._temp.unlink(missing_ok=True)
 
-        await asyncio.to_thread(drop)
+        await self._step(drop)
 
     def _require_open(self) -> None:
         if self._state != "open":
             raise RuntimeError(f"upload to {self._path!r} is already {self._state}")
+
+
+def _drop_staged(staging: asyncio.Future[tuple[int, Path]]) -> None:
+    """Close and remove a staged file whose upload was cancelled while it was made."""
+    if staging.cancelled() or staging.exception() is not None:
+        return  # nothing was made (a loop shutting down cancels the step itself)
+    fd, temp = staging.result()
+    os.close(fd)
+    temp.unlink(missing_ok=True)
 
 
 def _write_all(fd: int, data: bytes) -> None:
