@@ -6,6 +6,7 @@ this only keeps the scripts working as the code they drive changes.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,24 @@ def test_run_all_measures_every_case_at_quick_size_and_writes_its_report(tmp_pat
     cases = {line.split(" | ")[0] for line in text.splitlines() if line.startswith("| ")}
     # Every case of the issue has a measured row (or the Service Bus one says why not).
     assert {"| a", "| b", "| c", "| d", "| e", "| f", "| g", "| az"} <= cases, text[-2000:]
+
+
+def test_the_loop_probe_drains_its_turns_and_accounts_for_the_loop(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "loop_probe.py"), "--turns", "4"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (figures["turns"], figures["published"], figures["dead_lettered"]) == (4, 4, 0)
+    # The loop thread's CPU and its waits in select are parts of the wall, not more than it.
+    wall = figures["wall_ms_a_turn"]
+    assert 0 < figures["loop_thread_cpu_ms_a_turn"] <= figures["process_cpu_ms_a_turn"]
+    assert figures["loop_thread_cpu_ms_a_turn"] + figures["loop_blocked_in_select_ms_a_turn"] <= (
+        wall * 1.05
+    )
+    assert figures["checkpoints_a_turn"] == len(figures["checkpoint_ms"]) / 4

@@ -25,13 +25,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from worker.logs import get_logger
 from worker.ports import TransientError
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_SECONDS = 10.0
 # The log is copied back into the database file (a checkpoint, which syncs) by a worker
-# thread after this many writes, never by a commit on the loop (see _open).
+# thread after this many writes, never by a commit on the loop (see _open, _checkpoint).
 CHECKPOINT_EVERY_WRITES = 64
 # Switching a fresh file to WAL needs a moment alone with it; processes opening the file
 # together retry instead of failing.
@@ -62,6 +63,8 @@ class Database:
         self._closed = False
         self._waits = True  # the connection's busy timeout is BUSY_TIMEOUT_SECONDS, not 0
         self._writes = 0  # since the last checkpoint
+        self._checkpoint_lock = threading.Lock()
+        self._checkpointer: sqlite3.Connection | None = None  # see _checkpoint
 
     async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` in a read transaction (one consistent snapshot)."""
@@ -72,12 +75,14 @@ class Database:
 
     async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` atomically in a `BEGIN IMMEDIATE` transaction; rolled back if it raises."""
+        result = self._run_now(work, "BEGIN IMMEDIATE")
+        if isinstance(result, _Deferred):
+            result = await asyncio.to_thread(self._run, work, "BEGIN IMMEDIATE")
         self._writes += 1
-        if self._writes < CHECKPOINT_EVERY_WRITES:
-            result = self._run_now(work, "BEGIN IMMEDIATE")
-            if not isinstance(result, _Deferred):
-                return result
-        return await asyncio.to_thread(self._write_and_checkpoint, work)
+        if self._writes >= CHECKPOINT_EVERY_WRITES:
+            self._writes = 0
+            await asyncio.to_thread(self._checkpoint)
+        return result
 
     async def close(self) -> None:
         """Close the connection; later calls fail."""
@@ -101,14 +106,26 @@ class Database:
         finally:
             self._lock.release()
 
-    def _write_and_checkpoint(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        result = self._run(work, "BEGIN IMMEDIATE")
-        if self._writes >= CHECKPOINT_EVERY_WRITES:
-            self._writes = 0
-            with self._lock:
-                # PASSIVE: copies what no reader needs and never waits for a lock.
-                self._connect().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        return result
+    def _checkpoint(self) -> None:
+        """Copy the log back into the database file, on a connection of its own.
+
+        It syncs, so it takes milliseconds (2-25 here): on the working connection it held
+        that connection's lock all the while, and every call meanwhile went to a worker
+        thread to wait for it. PASSIVE copies what no reader needs and never waits for a
+        lock; in WAL mode writers go on beside it. The write that asked for it has
+        committed: a checkpoint that fails leaves the log to the next one."""
+        with self._checkpoint_lock:
+            if self._closed:
+                return
+            try:
+                if self._checkpointer is None:
+                    self._checkpointer = sqlite3.connect(
+                        self._path, isolation_level=None, check_same_thread=False
+                    )
+                    self._checkpointer.execute("PRAGMA synchronous = NORMAL")
+                _copy_log(self._checkpointer)
+            except sqlite3.Error as exc:
+                get_logger().warning("sqlite_checkpoint_failed", error=type(exc).__name__)
 
     def _run(self, work: Callable[[sqlite3.Connection], T], begin: str) -> T:
         with self._lock:
@@ -136,6 +153,15 @@ class Database:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+        with self._checkpoint_lock:
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+                self._checkpointer = None
+
+
+def _copy_log(connection: sqlite3.Connection) -> None:
+    """A checkpoint. PASSIVE: copies what no reader needs and never waits for a lock."""
+    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _transaction(
