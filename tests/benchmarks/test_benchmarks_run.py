@@ -7,13 +7,11 @@ this only keeps the scripts working as the code they drive changes.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmarks.script_runs import run_script
 
 CASES = {
     "export_memory.py": "| sweep | format | pages | rows/page | rows |",
@@ -24,14 +22,7 @@ CASES = {
 
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_benchmark_runs_quick_and_prints_its_table(script: str, tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), "--quick"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    proc = run_script(script, "--quick", cwd=tmp_path, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert any(line.startswith(CASES[script]) for line in lines), proc.stdout[-2000:]
@@ -42,14 +33,7 @@ def test_benchmark_runs_quick_and_prints_its_table(script: str, tmp_path: Path) 
 
 def test_run_all_measures_every_case_at_quick_size_and_writes_its_report(tmp_path: Path) -> None:
     report = tmp_path / "results.md"
-    proc = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "run_all.py"), "--quick", "--output", str(report)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_script("run_all.py", "--quick", "--output", str(report), cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = report.read_text(encoding="utf-8")
     header = "| case | what | this project | the limit, same run | ratio | goal | holds |"
@@ -60,14 +44,7 @@ def test_run_all_measures_every_case_at_quick_size_and_writes_its_report(tmp_pat
 
 
 def test_the_loop_probe_drains_its_turns_and_accounts_for_the_loop(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "loop_probe.py"), "--turns", "4"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    proc = run_script("loop_probe.py", "--turns", "4", cwd=tmp_path, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (figures["turns"], figures["published"], figures["dead_lettered"]) == (4, 4, 0)

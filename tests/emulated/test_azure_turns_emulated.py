@@ -5,15 +5,12 @@ counts what each turn asked of Service Bus, Blob Storage and Cosmos DB."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.script_runs import run_script
 from tests.emulated.azure_environment import emulators_missing
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 pytestmark = pytest.mark.emulated
 
@@ -22,14 +19,7 @@ def test_az_case_publishes_every_turn_and_counts_each_turns_operations(tmp_path:
     reason = emulators_missing()
     if reason is not None:
         pytest.skip(reason)
-    proc = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "azure_turns.py"), "--turns", "2"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_script("azure_turns.py", "--turns", "2", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads(proc.stdout.splitlines()[-1])
     assert run["skipped"] is None
