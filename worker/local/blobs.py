@@ -104,7 +104,7 @@ class LocalBlobs:
         """Start a staged write; nothing shows at `path` until `commit`."""
         self._content(path)  # reject a bad path before staging anything
         # Not on the loop: creating a file took ~1 ms here, longer than the hand-off.
-        staging = asyncio.ensure_future(asyncio.to_thread(self._stage))
+        staging = _to_the_end(self._stage)
         try:
             fd, temp = await asyncio.shield(staging)
         except asyncio.CancelledError:
@@ -237,14 +237,7 @@ class LocalBlobUpload:
         closed the descriptor while a cancelled write was still in its thread would send
         that write to a closed descriptor, or to whatever file took its number next. So
         each step waits for the one before it and is shielded from the caller's cancel."""
-        before = self._last_step
-
-        async def run() -> _T:
-            if before is not None and not before.done():
-                await asyncio.wait((before,))
-            return await asyncio.to_thread(call, *args)
-
-        self._last_step = step = asyncio.ensure_future(run())
+        self._last_step = step = _to_the_end(call, *args, after=self._last_step)
         return asyncio.shield(step)
 
     def _take_pending(self) -> bytes:
@@ -291,6 +284,21 @@ class LocalBlobUpload:
     def _require_open(self) -> None:
         if self._state != "open":
             raise RuntimeError(f"upload to {self._path!r} is already {self._state}")
+
+
+def _to_the_end(
+    call: Callable[..., _T], *args: Any, after: asyncio.Future[Any] | None = None
+) -> asyncio.Future[_T]:
+    """`call(*args)` in a worker thread once `after` (if any) has ended, as a task of its
+    own: a caller awaiting it through `asyncio.shield` can be cancelled without the call
+    being dropped before it starts (a thread's call cannot be stopped once it has)."""
+
+    async def run() -> _T:
+        if after is not None and not after.done():
+            await asyncio.wait((after,))
+        return await asyncio.to_thread(call, *args)
+
+    return asyncio.ensure_future(run())
 
 
 def _drop_staged(staging: asyncio.Future[tuple[int, Path]]) -> None:
