@@ -40,10 +40,7 @@ class RowSpool:
 
     def __init__(self) -> None:
         self._files: dict[str, IO[bytes]] = {}
-        # Per action, the rows not yet written, in order: runs of rows as they came and
-        # pages already turned into their columns (see `extend`).
-        self._pending: dict[str, list[Batch]] = {}
-        self._held: dict[str, int] = {}  # rows in _pending, per action
+        self._pending: dict[str, list[dict[str, Any]]] = {}
         self.count = 0
 
     def append(self, action: str, row: dict[str, Any]) -> None:
@@ -51,39 +48,21 @@ class RowSpool:
         pending = self._pending.get(action)
         if pending is None:
             pending = self._open(action)
-        if pending and pending[-1][0] is None:
-            pending[-1][1].append(row)
-        else:
-            pending.append((None, [row]))
-        self._added(action, 1)
+        pending.append(row)
+        self.count += 1
+        if len(pending) >= BATCH_ROWS:
+            self._flush(action)
 
     def extend(self, action: str, rows: Iterable[dict[str, Any]]) -> None:
-        """Spool rows of `action`, in order. A page that stays in memory is turned into its
-        columns at once, while its rows were just read (a page's dicts are then freed with
-        it, not long after, when their memory has gone cold); one that fills a batch goes
-        to the file a batch at a time, as `append` does."""
+        """Spool rows of `action`, in order."""
         pending = self._pending.get(action)
         if pending is None:
             pending = self._open(action)
-        rows = rows if type(rows) is list else list(rows)
-        if not rows:
-            return
-        held = self._held[action] + len(rows)
-        batch = _columnar(rows) if held < BATCH_ROWS else rows
-        if type(batch) is tuple:
-            last = pending[-1] if pending else None
-            if last is not None and last[0] == batch[0]:
-                # The same keys as the page before: one batch (new lists: one handed out by
-                # `batches` never changes).
-                columns = zip(last[1], batch[1], strict=True)
-                pending[-1] = (batch[0], [column + more for column, more in columns])
-            else:
-                pending.append(batch)
-        elif pending and pending[-1][0] is None:
-            pending[-1][1].extend(rows)
-        else:
-            pending.append((None, list(rows)))
-        self._added(action, len(rows))
+        before = len(pending)
+        pending.extend(rows)
+        self.count += len(pending) - before
+        if len(pending) >= BATCH_ROWS:
+            self._flush(action)
 
     def rows(self, action: str) -> Iterator[dict[str, Any]]:
         """The rows spooled for `action`, in append order (again from the start each call);
@@ -112,12 +91,10 @@ class RowSpool:
             yield written if type(written) is tuple else (None, written)
         # The rows not yet written, read from memory: a small dataset never goes through
         # marshal at all.
-        for held in self._pending[action]:
-            if held[0] is not None:
-                yield held
-            else:
-                batch = _columnar(held[1])
-                yield batch if type(batch) is tuple else (None, list(held[1]))
+        pending = self._pending[action]
+        if pending:
+            batch = _columnar(pending)
+            yield batch if type(batch) is tuple else (None, list(pending))
 
     def close(self) -> None:
         """Drop the spooled rows."""
@@ -125,46 +102,26 @@ class RowSpool:
             spooled.close()
         self._files.clear()
         self._pending.clear()
-        self._held.clear()
 
-    def _open(self, action: str) -> list[Batch]:
+    def _open(self, action: str) -> list[dict[str, Any]]:
         self._files[action] = tempfile.SpooledTemporaryFile(  # noqa: SIM115
             max_size=_MEMORY_BYTES, mode="w+b"
         )
-        pending: list[Batch] = []
+        pending: list[dict[str, Any]] = []
         self._pending[action] = pending
-        self._held[action] = 0
         return pending
-
-    def _added(self, action: str, rows: int) -> None:
-        self.count += rows
-        self._held[action] += rows
-        if self._held[action] >= BATCH_ROWS:
-            self._flush(action)
 
     def _flush(self, action: str) -> None:
         pending = self._pending[action]
+        if not pending:
+            return
         spooled = self._files[action]
         spooled.seek(0, 2)  # rows() may have left the position anywhere
-        for held in pending:
-            if held[0] is None:
-                rows = held[1]
-                batches: Iterable[Any] = (
-                    _columnar(rows[start : start + BATCH_ROWS])
-                    for start in range(0, len(rows), BATCH_ROWS)
-                )
-            else:
-                names, columns = held
-                batches = (
-                    (names, [column[start : start + BATCH_ROWS] for column in columns])
-                    for start in range(0, len(columns[0]), BATCH_ROWS)
-                )
-            for batch in batches:
-                data = marshal.dumps(batch)
-                spooled.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
-                spooled.write(data)
+        for start in range(0, len(pending), BATCH_ROWS):
+            data = marshal.dumps(_columnar(pending[start : start + BATCH_ROWS]))
+            spooled.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
+            spooled.write(data)
         pending.clear()
-        self._held[action] = 0
 
     def __enter__(self) -> RowSpool:
         return self

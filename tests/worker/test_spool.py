@@ -191,27 +191,3 @@ def test_rows_of_other_keys_or_of_no_key_are_spooled_as_rows() -> None:
         spool.extend("h", single)
         assert list(spool.batches("h")) == [(("n",), [list(range(BATCH_ROWS))])]
         assert list(spool.rows("h")) == single
-
-
-def test_a_page_kept_in_memory_is_held_as_its_columns_from_the_moment_it_is_spooled() -> None:
-    # A headline turn's two pages of 450 rows: their columns are taken while the rows were
-    # just read, so the page's dicts are freed with it (a change made to them afterwards no
-    # longer reaches the spool), and pages of the same keys make one batch.
-    first = [{"ts": f"t{n}", "value": n / 4, "unit": "V"} for n in range(450)]
-    second = [{"ts": f"t{n}", "value": n / 4, "unit": "V"} for n in range(450, 900)]
-    with RowSpool() as spool:
-        spool.extend("h", first)
-        (before,) = spool.batches("h")
-        spool.extend("h", second)
-        for row in first + second:
-            row["value"] = "changed"
-        ((names, columns),) = spool.batches("h")
-        assert names == ("ts", "value", "unit")
-        assert columns[1] == [n / 4 for n in range(900)]
-        assert before[1][1] == [n / 4 for n in range(450)]  # a batch handed out stays as it was
-        # A page of other keys starts a batch of its own; rows appended one by one, another
-        # (columns too, when read, if they share their keys).
-        spool.extend("h", [{"other": 1}])
-        spool.append("h", {"other": 2, "more": 3})
-        assert [batch[0] for batch in spool.batches("h")] == [names, ("other",), ("other", "more")]
-        assert spool.count == 902
