@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -282,19 +282,21 @@ def empty_case(bench: Bench, repeats: int) -> EmptyRun:
 
 @dataclass(frozen=True)
 class TurnsRun:
-    """Case d: small turns through the worker, and the bare per-turn work on the same files."""
+    """Case d: small turns through the worker, and the bare per-turn work on the same files,
+    measured as adjacent groups; the figures are those of the group whose ratio is the
+    median."""
 
     turns: int
-    project: Usage  # best of the repeats
-    bare: Usage  # best of two
+    project: Usage  # `run --drain` of the turns
+    bare: Usage  # the bare per-turn work over the same files, just before it
     bare_empty: Usage  # the bare process with no turn: its start-up
     bare_loop_seconds: float  # the bare work loop timed inside it
-    files_identical: bool  # every turn's export has the same bytes (they hold the same rows)
-    repeats: int
-    one_turn: Usage  # `run --drain` on a home holding one headline turn (best of `repeats`)
-    # `run --drain` on an empty queue, each run beside a turns' run and a one-turn run
-    # (best of `repeats`): start-up and shutdown measured in the same minutes as the turns.
+    files_identical: bool  # every turn's export of every group has the same bytes
+    repeats: int  # groups measured
+    one_turn: Usage  # `run --drain` on a home holding one headline turn
+    # `run --drain` on an empty queue: start-up and shutdown in the same minute as the turns.
     empty: Usage
+    group_ratios: tuple[float, ...] = ()  # project_ms / bare_ms of each group, in order
 
     @property
     def project_ms(self) -> float:
@@ -325,17 +327,21 @@ class TurnsRun:
 
 
 def turns_case(bench: Bench, turns: int, repeats: int) -> TurnsRun:
-    """TURNS headline copies, one conversation each, drained at default settings; each
-    repeat runs the turns, one turn and an empty queue back to back, so the start-up
-    subtracted was measured in the same minute as the turns (the host's speed drifts)."""
-    runs, one_turn, empty, shas = [], [], [], set()
-    manifest: dict[str, Any] = {}
-    home = Path()
+    """TURNS headline copies, one conversation each, drained at default settings, in
+    REPEATS adjacent groups: the bare per-turn work over the group's files and its start-up,
+    then the worker on the turns, on one turn and on an empty queue. Everything a ratio
+    needs is measured in the same minute (the host's speed drifts: eight such groups of the
+    same code within twenty minutes gave 1.46x-2.06x), and the median group counts."""
+    groups: list[TurnsRun] = []
+    shas: set[str] = set()
     for n in range(repeats):
         home = bench.home("d-headline")
         manifest = workload("seed-headline", home, "--turns", str(turns))
-        bench.note_load(f"before d run {n + 1}")
-        runs.append(bench.worker(f"d-worker-{n}", home))
+        bench.note_load(f"before d group {n + 1}")
+        bare = bench.bare(f"d-bare-{n}", "turns", home, manifest)
+        bare_empty = bench.bare(f"d-bare-empty-{n}", "turns", home, {"turns": []})
+        loop = json.loads((bench.logs / f"d-bare-{n}.out").read_text(encoding="utf-8"))
+        project = bench.worker(f"d-worker-{n}", home)
         outcome = workload("outcome", home)
         exports = _published(outcome, turns)
         winners = {t["turn_id"]: sorted(t["blobs"]) for t in manifest["turns"]}
@@ -343,31 +349,23 @@ def turns_case(bench: Bench, turns: int, repeats: int) -> TurnsRun:
             if sorted(export["export"]["source_artifacts"]) != winners[export["turn_id"]]:
                 raise Failed(f"d: {export['turn_id']} read other artifacts than the winning two")
             shas.add(export["export"]["sha256"])
-        if n < repeats - 1:
-            shutil.rmtree(home)
+        shutil.rmtree(home)
         single = bench.home("d-one-turn")
         workload("seed-headline", single, "--turns", "1")
-        one_turn.append(bench.worker(f"d-one-turn-{n}", single))
+        one_turn = bench.worker(f"d-one-turn-{n}", single)
         _published(workload("outcome", single), 1)  # Failed unless its turn was published
         shutil.rmtree(single)
         nothing = bench.home("d-empty")
         workload("seed-empty", nothing)
-        empty.append(bench.worker(f"d-empty-{n}", nothing))
+        empty = bench.worker(f"d-empty-{n}", nothing)
         shutil.rmtree(nothing)
-    bare_runs = [bench.bare(f"d-bare-{n}", "turns", home, manifest) for n in range(2)]
-    empty_runs = [bench.bare(f"d-bare-empty-{n}", "turns", home, {"turns": []}) for n in range(2)]
-    loop = json.loads((bench.logs / "d-bare-0.out").read_text(encoding="utf-8"))["seconds"]
-    shutil.rmtree(home)
-    return TurnsRun(
-        turns,
-        best(runs),
-        best(bare_runs),
-        best(empty_runs),
-        loop,
-        len(shas) == 1,
-        repeats,
-        best(one_turn),
-        best(empty),
+        groups.append(
+            TurnsRun(turns, project, bare, bare_empty, loop["seconds"], True, 1, one_turn, empty)
+        )
+    ratios = tuple(group.project_ms / group.bare_ms for group in groups)
+    middle = sorted(range(len(groups)), key=lambda at: ratios[at])[len(groups) // 2]
+    return replace(
+        groups[middle], files_identical=len(shas) == 1, repeats=repeats, group_ratios=ratios
     )
 
 
@@ -481,7 +479,7 @@ class Sizes:
     empty_repeats: int
 
 
-FULL = Sizes(10, 100_000, 100, 2, 100, 2, 5)
+FULL = Sizes(10, 100_000, 100, 2, 100, 5, 5)
 QUICK = Sizes(10, 2_000, 100, 2, 5, 1, 2)
 
 
@@ -659,26 +657,25 @@ def detail(r: Report) -> list[str]:
                 f"CPU ratio {_ratio(run.project.cpu, run.bare.cpu)}; {same}; wall ratio of "
                 f"each pair in order: {each}",
             )
+    group = f"the median group of {r.d.repeats}"
+    each = ", ".join(f"{ratio:.2f}x" for ratio in r.d.group_ratios)
     row(
         "d",
-        f"`run --drain`, {r.d.turns} headline turns (best of {r.d.repeats})",
+        f"`run --drain`, {r.d.turns} headline turns ({group})",
         r.d.project,
         f"{r.d.turns / (r.d.project.wall - r.d.empty.wall):.1f} turns/s net; every export "
-        f"{'identical' if r.d.files_identical else 'NOT identical'}",
+        f"{'identical' if r.d.files_identical else 'NOT identical'}; ratio of each group "
+        f"in order: {each}",
     )
-    row("d", f"`run --drain`, 1 headline turn (best of {r.d.repeats})", r.d.one_turn)
+    row("d", f"`run --drain`, 1 headline turn ({group})", r.d.one_turn)
+    row("d", f"`run --drain`, empty queue ({group})", r.d.empty)
     row(
         "d",
-        f"`run --drain`, empty queue, each beside a turns' run (best of {r.d.repeats})",
-        r.d.empty,
-    )
-    row(
-        "d",
-        f"bare per-turn work, {r.d.turns} turns (best of 2)",
+        f"bare per-turn work, {r.d.turns} turns, just before the worker ({group})",
         r.d.bare,
         f"work loop inside it: {r.d.bare_loop_seconds * 1000 / r.d.turns:.2f} ms/turn",
     )
-    row("d", "bare per-turn process with no turn (its start-up)", r.d.bare_empty)
+    row("d", f"bare per-turn process with no turn, its start-up ({group})", r.d.bare_empty)
     for n, (u, lib) in enumerate(zip(r.e.runs, r.e.libraries, strict=True), 1):
         row("e", f"`run --drain`, empty queue, run {n}", u)
         row("e", f"its libraries alone, run {n}", lib)

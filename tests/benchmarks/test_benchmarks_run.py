@@ -41,6 +41,9 @@ def test_run_all_measures_every_case_at_quick_size_and_writes_its_report(tmp_pat
     cases = {line.split(" | ")[0] for line in text.splitlines() if line.startswith("| ")}
     # Every case of the issue has a measured row (or the Service Bus one says why not).
     assert {"| a", "| b", "| c", "| d", "| e", "| f", "| g", "| az"} <= cases, text[-2000:]
+    # Case d's figures come from adjacent groups (one at this size), each group's ratio listed.
+    assert "headline turns (the median group of 1)" in text, text[-2000:]
+    assert "ratio of each group in order: " in text, text[-2000:]
 
 
 def test_the_loop_probe_drains_its_turns_and_accounts_for_the_loop(tmp_path: Path) -> None:
