@@ -291,9 +291,9 @@ def main(argv: list[str] | None = None) -> None:
     # cost ~0.1 s of an empty run on a small machine, issue 10's start-up goal).
     gc.freeze()
     # A turn makes thousands of short-lived containers (a page's rows, the turn's records);
-    # at the default threshold (700) the young generation was collected ~0.4 times a turn,
-    # each pass through what the turn still held: 0.27-0.32 ms of a 14-17 ms headline turn
-    # (benchmarks/PROFILE.md, eleventh round). At 10,000 it is 0.02-0.03 ms; what is freed
+    # at the default threshold (700) the young generation was collected about once a turn,
+    # each pass through what the turn still held: ~0.3 ms of a 13-17 ms headline turn
+    # (benchmarks/PROFILE.md, eleventh round). At 10,000 it is ~0.05 ms; what is freed
     # by reference counting, nearly everything, never waits for a collection anyway.
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
     try:

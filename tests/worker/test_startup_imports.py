@@ -138,7 +138,7 @@ def test_the_probe_sees_what_start_up_does_import() -> None:
 _GC = textwrap.dedent(
     """
     import gc, json
-    from worker.cli import YOUNG_COLLECTION_THRESHOLD, main
+    from worker.cli import main
 
     before = gc.get_threshold()
     try:
