@@ -58,11 +58,6 @@ class Usage:
         return Usage(answer["wall"], answer["user"] + answer["system"], answer["maxrss_kb"] / MB)
 
 
-def best(usages: Sequence[Usage]) -> Usage:
-    """The fastest of repeated runs (its own CPU and RSS with it)."""
-    return min(usages, key=lambda u: u.wall)
-
-
 def median(usages: Sequence[Usage]) -> Usage:
     """Median wall, CPU and RSS of repeated runs (each taken on its own)."""
     return Usage(

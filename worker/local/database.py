@@ -111,9 +111,9 @@ class Database:
 
         It syncs, so it takes milliseconds (2-25 here): on the working connection it held
         that connection's lock all the while, and every call meanwhile went to a worker
-        thread to wait for it. PASSIVE copies what no reader needs and never waits for a
-        lock; in WAL mode writers go on beside it. The write that asked for it has
-        committed: a checkpoint that fails leaves the log to the next one."""
+        thread to wait for it. In WAL mode writers go on beside it (`_copy_log`). The write
+        that asked for it has committed: a checkpoint that fails leaves the log to the next
+        one."""
         with self._checkpoint_lock:
             if self._closed:
                 return
