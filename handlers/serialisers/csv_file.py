@@ -47,6 +47,7 @@ _COLUMN_NEEDS_QUOTES = ('"', ",", "\r", "\n")
 _COLUMN_MAY_OPEN_A_FORMULA = re.compile("\x00[=+\\-@\t\r ]")
 # Rows taken at a time for the column-wise fast path.
 _BATCH_ROWS = 64
+_UTF8_BOM = "\ufeff".encode()
 
 
 def cell_text(value: Any) -> str:
@@ -103,18 +104,22 @@ def _csv_chunks(
     columns: Sequence[str], rows: Iterable[Cells], bom: bool, chunk_size: int
 ) -> Iterator[bytes]:
     # Records are joined and encoded a chunk at a time, not one by one. A chunk is cut once
-    # it holds chunk_size characters, so at least as many bytes.
-    lines = [("\ufeff" if bom else "") + _record(columns)]
-    size = len(lines[0])
+    # it holds chunk_size characters (the BOM counts as one), so at least as many bytes.
+    # The BOM goes in as its UTF-8 bytes: joined as U+FEFF it would make the first chunk's
+    # text two bytes a character, to join and to encode, where records are mostly ASCII.
+    prefix = _UTF8_BOM if bom else b""
+    lines = [_record(columns)]
+    size = len(lines[0]) + (1 if bom else 0)
     for text in _records(rows, len(columns)):
         lines.append(text)
         size += len(text)
         if size >= chunk_size:
-            yield "".join(lines).encode("utf-8")
+            yield prefix + "".join(lines).encode("utf-8")
+            prefix = b""
             lines.clear()
             size = 0
     if lines:
-        yield "".join(lines).encode("utf-8")
+        yield prefix + "".join(lines).encode("utf-8")
 
 
 def _records(rows: Iterable[Cells], width: int) -> Iterator[str]:
