@@ -4,7 +4,11 @@ De-duplication (docs/contract/decision.md step 7) asks, for every row, whether a
 page of its action held the same row. A Python `set` of ints answers at once but costs
 ~70 bytes a digest; sorted arrays per page cost 8 bytes but one search per earlier page.
 This is an open-addressing hash table (linear probing) in one array of 8-byte slots, kept
-at most half full: one or two probes a look-up, 16 to 32 bytes a digest.
+at most half full: one or two probes a look-up, 16 to 32 bytes a digest. Up to `SMALL`
+digests (a headline turn's group holds a few hundred) they are kept in a Python set
+instead: a page is then checked and added in C, where the table's loops run in Python, and
+its ~70 bytes a digest come to a few hundred KB at most. The set makes way for the table
+once more digests are coming (`reserve`, or a page that would pass the bound).
 
 A digest's first slot is its low bits, and probes run towards the end of the array without
 wrapping around: past the last first slot the array holds the slots that probes ran into,
@@ -22,6 +26,8 @@ from itertools import islice
 from typing import Final
 
 _FIRST_SLOTS: Final = 1024
+# Digests kept in a Python set before the table is built.
+SMALL: Final = 4096
 _EMPTY: Final = 0  # a slot holding 0 is free; the digest 0 itself is kept in a flag
 # Free slots appended a block at a time when growing: a block as large as the growth
 # would be allocated beside the table, which is what growing in place avoids.
@@ -31,25 +37,34 @@ _FREE_BLOCK: Final = array("Q", (_EMPTY,)) * 8192
 class DigestSet:
     """Digests (integers in [0, 2**64)) added page by page; `in` asks whether one was added."""
 
-    __slots__ = ("_count", "_mask", "_slots", "_zero")
+    __slots__ = ("_count", "_mask", "_slots", "_small", "_zero")
 
     def __init__(self) -> None:
-        self._slots = array("Q", (_EMPTY,)) * (_FIRST_SLOTS + 1)  # the last one stops probes
+        # The digests while they are few (0 among them, as any other); None once the table
+        # holds them.
+        self._small: set[int] | None = set()
+        self._slots = array("Q")  # the table, made when the set makes way for it
         self._mask = _FIRST_SLOTS - 1
         self._count = 0
         self._zero = False
 
     def __len__(self) -> int:
+        if self._small is not None:
+            return len(self._small)
         return self._count + self._zero
 
     @property
     def nbytes(self) -> int:
-        """Bytes its slots take."""
+        """Bytes the table's slots take (none while the digests are in the set)."""
         return len(self._slots) * self._slots.itemsize
 
     def __contains__(self, digest: object) -> bool:
-        if not isinstance(digest, int) or not digest:
-            return digest == 0 and self._zero
+        if not isinstance(digest, int):
+            return False
+        if self._small is not None:
+            return digest in self._small
+        if not digest:
+            return self._zero
         slots = self._slots
         at = digest & self._mask
         while True:
@@ -62,6 +77,9 @@ class DigestSet:
 
     def absent(self, digests: Sequence[int]) -> list[int]:
         """The positions in `digests` of those not in the set, in order."""
+        if self._small is not None:
+            small = self._small
+            return [position for position, digest in enumerate(digests) if digest not in small]
         slots, mask, zero = self._slots, self._mask, self._zero
         found = []
         for position, digest in enumerate(digests):
@@ -88,6 +106,16 @@ class DigestSet:
         page to `_add_absent_from`, which tells repeats inside the page (absent before,
         kept) from digests of earlier calls (present)."""
         count = len(digests)
+        small = self._small
+        if small is not None:
+            if len(small) + count <= SMALL:
+                if small.isdisjoint(digests):  # new rows, the usual page
+                    found = list(range(count))
+                else:  # compared with the set as it was before this page
+                    found = [at for at, digest in enumerate(digests) if digest not in small]
+                small.update(digests)
+                return found
+            self._build(len(small) + count)
         if (self._count + count) * 2 > self._mask + 1:
             self._grow(self._count + count)
         if 0 in digests:
@@ -156,6 +184,12 @@ class DigestSet:
 
     def add_all(self, digests: Sequence[int]) -> None:
         """Add digests (a repeat is added once)."""
+        small = self._small
+        if small is not None:
+            if len(small) + len(digests) <= SMALL:
+                small.update(digests)
+                return
+            self._build(len(small) + len(digests))
         if (self._count + len(digests)) * 2 > self._mask + 1:
             self._grow(self._count + len(digests))
         if self._insert(digests):
@@ -188,8 +222,24 @@ class DigestSet:
     def reserve(self, count: int) -> None:
         """Make room for `count` digests in all: adding them will not grow the table. Called
         before the first digests, it sizes the table at once (nothing to move)."""
+        if self._small is not None:
+            if count <= SMALL:
+                return
+            self._build(count)
         if count * 2 > self._mask + 1:
             self._grow(count)
+
+    def _build(self, needed: int) -> None:
+        """The set makes way for the table, made with room for `needed` digests in all."""
+        small = self._small
+        assert small is not None
+        self._small = None
+        size = _FIRST_SLOTS
+        while needed * 2 > size:
+            size *= 2
+        self._slots = array("Q", (_EMPTY,)) * (size + 1)  # the last one stops probes
+        self._mask = size - 1
+        self._zero = self._insert(small)
 
     def _grow(self, needed: int) -> None:
         """Extend the table in place to at least twice `needed` first slots (a power of two)."""

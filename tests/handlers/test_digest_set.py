@@ -7,11 +7,26 @@ import tracemalloc
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
+from unittest.mock import patch
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from handlers import digest_set
 from handlers.digest_set import DigestSet
+
+# The bounds on the digests kept in a set before the table is built that the answers are
+# checked at: the table from the first digest, a hand-over after a few, and the real one.
+SMALL_BOUNDS = pytest.mark.parametrize("small", [0, 5, digest_set.SMALL])
+
+
+@pytest.fixture
+def table_at_once() -> Iterator[None]:
+    """Digests go to the table from the first one (the growth tests below are about it)."""
+    with patch.object(digest_set, "SMALL", 0):
+        yield
+
 
 DIGESTS = st.one_of(
     st.integers(min_value=0, max_value=2**64 - 1),
@@ -39,18 +54,20 @@ class SortedPages:
         self.pages.append(array("Q", sorted(digests)))
 
 
+@SMALL_BOUNDS
 @settings(max_examples=200, deadline=None)
 @given(pages=PAGES, probes=st.lists(DIGESTS, max_size=50))
 def test_membership_is_exactly_what_earlier_pages_added(
-    pages: list[list[int]], probes: list[int]
+    small: int, pages: list[list[int]], probes: list[int]
 ) -> None:
-    table, oracle = DigestSet(), SortedPages()
-    for page in pages:
-        for digest in [*page, *probes]:
-            assert (digest in table) == (digest in oracle)
-        table.add_all(page)
-        oracle.add_all(page)
-    assert len(table) == len({d for page in pages for d in page})
+    with patch.object(digest_set, "SMALL", small):
+        table, oracle = DigestSet(), SortedPages()
+        for page in pages:
+            for digest in [*page, *probes]:
+                assert (digest in table) == (digest in oracle)
+            table.add_all(page)
+            oracle.add_all(page)
+        assert len(table) == len({d for page in pages for d in page})
 
 
 def test_growth_keeps_every_digest() -> None:
@@ -63,11 +80,26 @@ def test_growth_keeps_every_digest() -> None:
     assert (0x9E3779B97F4A7C15 * 50_001) % 2**64 not in table
 
 
-def test_the_digest_zero_and_other_values_are_members_only_once_added() -> None:
+@SMALL_BOUNDS
+def test_the_digest_zero_and_other_values_are_members_only_once_added(small: int) -> None:
+    with patch.object(digest_set, "SMALL", small):
+        table = DigestSet()
+        assert 0 not in table and "x" not in table and 1.0 not in table
+        table.add_all([0, 0, 7])
+        assert 0 in table and 7 in table and len(table) == 2
+        assert "x" not in table and 7.0 not in table
+
+
+def test_a_few_digests_are_kept_without_a_table_until_more_are_coming() -> None:
     table = DigestSet()
-    assert 0 not in table and "x" not in table
-    table.add_all([0, 0, 7])
-    assert 0 in table and 7 in table and len(table) == 2
+    table.add_all([0, 1, 2])
+    assert table.add_absent([2, 3, 3, 0, 4]) == [1, 2, 4]
+    table.reserve(digest_set.SMALL)
+    assert table.nbytes == 0  # a headline turn's group never makes the table
+    table.reserve(digest_set.SMALL + 1)  # the set makes way, its digests (0 too) kept
+    assert table.nbytes > 0
+    assert len(table) == 5 and table.absent([0, 1, 2, 3, 4, 5]) == [5]
+    assert table.add_absent([5, 0, 5]) == [0, 2]
 
 
 # Digests whose first slot is at or near the end of the first 1024 slots: their probes run
@@ -116,21 +148,24 @@ PAGE_PLANS = {
 }
 
 
+@SMALL_BOUNDS
 @settings(max_examples=40, deadline=None)
 @given(**PAGE_PLANS)
 def test_each_page_is_answered_as_a_python_set_of_the_earlier_pages_answers(
-    seed: int, sizes: list[int], kinds: set[int]
+    small: int, seed: int, sizes: list[int], kinds: set[int]
 ) -> None:
-    table, oracle = DigestSet(), set[int]()
-    for page in drawn_pages(seed, sizes, kinds):
-        assert table.absent(page) == [i for i, d in enumerate(page) if d not in oracle]
-        assert [d in table for d in page] == [d in oracle for d in page]
-        table.add_all(page)
-        oracle.update(page)
-        assert len(table) == len(oracle)
-    assert [d in table for d in strangers(seed)] == [d in oracle for d in strangers(seed)]
+    with patch.object(digest_set, "SMALL", small):
+        table, oracle = DigestSet(), set[int]()
+        for page in drawn_pages(seed, sizes, kinds):
+            assert table.absent(page) == [i for i, d in enumerate(page) if d not in oracle]
+            assert [d in table for d in page] == [d in oracle for d in page]
+            table.add_all(page)
+            oracle.update(page)
+            assert len(table) == len(oracle)
+        assert [d in table for d in strangers(seed)] == [d in oracle for d in strangers(seed)]
 
 
+@pytest.mark.usefixtures("table_at_once")
 def test_a_digest_that_stays_behind_one_that_moved_is_found_after_growing() -> None:
     table = DigestSet()
     moves = (1 << 10) | 5  # first slot 5 of 1024, then 1029 of 2048
@@ -140,6 +175,7 @@ def test_a_digest_that_stays_behind_one_that_moved_is_found_after_growing() -> N
     assert table.absent([moves, stays]) == []
 
 
+@pytest.mark.usefixtures("table_at_once")
 def test_digests_probed_past_the_last_first_slot_are_found_after_growing() -> None:
     table = DigestSet()
     crowded = [(n << 10) | 1023 for n in range(1, 400)]  # all want the last first slot
@@ -175,28 +211,32 @@ def test_growing_holds_the_grown_table_only_not_the_old_one_beside_it() -> None:
     assert peak <= (table.nbytes - before) + table.nbytes // 16 + 128 * 1024
 
 
+@SMALL_BOUNDS
 @settings(max_examples=40, deadline=None)
 @given(**PAGE_PLANS)
 def test_adding_a_page_answers_what_it_held_that_earlier_pages_did_not(
-    seed: int, sizes: list[int], kinds: set[int]
+    small: int, seed: int, sizes: list[int], kinds: set[int]
 ) -> None:
     # add_absent is absent then add_all in one probe: repeats inside the page count as
     # absent when the earlier pages lacked them, present when they held them.
-    table, oracle = DigestSet(), set[int]()
-    for page in drawn_pages(seed, sizes, kinds):
-        assert table.add_absent(page) == [i for i, d in enumerate(page) if d not in oracle]
-        oracle.update(page)
-        assert len(table) == len(oracle)
-        assert all(d in table for d in page)
-    assert [d in table for d in strangers(seed)] == [d in oracle for d in strangers(seed)]
+    with patch.object(digest_set, "SMALL", small):
+        table, oracle = DigestSet(), set[int]()
+        for page in drawn_pages(seed, sizes, kinds):
+            assert table.add_absent(page) == [i for i, d in enumerate(page) if d not in oracle]
+            oracle.update(page)
+            assert len(table) == len(oracle)
+            assert all(d in table for d in page)
+        assert [d in table for d in strangers(seed)] == [d in oracle for d in strangers(seed)]
 
 
-def test_a_repeat_inside_a_page_is_kept_once_the_set_was_hit() -> None:
-    table = DigestSet()
-    table.add_all([11])
-    # The hit on 11 makes the call gather what it added (5); the later 5 and 6 are its own.
-    assert table.add_absent([5, 11, 5, 6, 6, 11, 0, 0]) == [0, 2, 3, 4, 6, 7]
-    assert table.add_absent([0, 6, 7]) == [2]
+@SMALL_BOUNDS
+def test_a_repeat_inside_a_page_is_kept_once_the_set_was_hit(small: int) -> None:
+    with patch.object(digest_set, "SMALL", small):
+        table = DigestSet()
+        table.add_all([11])
+        # The hit on 11 makes the call gather what it added (5); the later 5 and 6 are its own.
+        assert table.add_absent([5, 11, 5, 6, 6, 11, 0, 0]) == [0, 2, 3, 4, 6, 7]
+        assert table.add_absent([0, 6, 7]) == [2]
 
 
 def test_a_reserved_set_takes_that_many_digests_without_growing() -> None:
@@ -212,9 +252,11 @@ def test_a_reserved_set_takes_that_many_digests_without_growing() -> None:
     assert table.absent([*first, *second]) == []
 
 
-def test_reserving_more_after_digests_were_added_keeps_them() -> None:
-    table = DigestSet()
-    table.add_all([0, 5, (1 << 10) | 5, 2**64 - 1])
-    table.reserve(10_000)
-    assert table.absent([0, 5, (1 << 10) | 5, 2**64 - 1, 6]) == [4]
-    assert len(table) == 4
+@SMALL_BOUNDS
+def test_reserving_more_after_digests_were_added_keeps_them(small: int) -> None:
+    with patch.object(digest_set, "SMALL", small):
+        table = DigestSet()
+        table.add_all([0, 5, (1 << 10) | 5, 2**64 - 1])
+        table.reserve(10_000)
+        assert table.absent([0, 5, (1 << 10) | 5, 2**64 - 1, 6]) == [4]
+        assert len(table) == 4
