@@ -44,7 +44,7 @@ from handlers.file_layout import batch_cells, dataset_cells, layout
 from handlers.row_digest import row_digests
 from handlers.rows import RowCleaner, locate_rows
 from handlers.selection import ResultRef
-from handlers.serialisers.csv_file import csv_chunks
+from handlers.serialisers.csv_file import csv_chunks, plain_text
 from worker.artifact_json import parse_artifact_json
 from worker.spool import Batch, RowSpool
 
@@ -91,6 +91,7 @@ def row_path(data: list[bytes]) -> bytes:
     collector = RowCollector(None)
     collector.expect(refs)  # as story.collector_for tells it a round's pages
     with RowSpool() as spool:
+        spool.write_as(plain_text)  # a csv export: batches spooled as the file's records
         for ref, raw in zip(refs, data, strict=True):
             spool.extend(ACTION, collector.feed(ref, parse_artifact_json(raw)["result"]))
         selection = collector.select()
@@ -134,6 +135,7 @@ def steps(data: list[bytes], repeat: int) -> list[tuple[str, float]]:
 
     def spool_round_trip() -> list[Batch]:
         with RowSpool() as spool:
+            spool.write_as(plain_text)
             for rows in pages:
                 spool.extend(ACTION, rows)
             return list(spool.batches(ACTION))

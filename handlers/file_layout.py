@@ -16,7 +16,7 @@ from handlers.dataset import finish_row
 from handlers.rows import Row
 from handlers.selection import Selection
 from handlers.serialisers import Cells, ColumnBlock
-from handlers.serialisers.csv_file import neutralised
+from handlers.serialisers.csv_file import PlainCsvBatch, neutralised
 from handlers.serialisers.headers import unique_headers
 from handlers.tables import Table
 from schemas.vocabulary import ExportFormat
@@ -72,7 +72,9 @@ def action_cells(row: Row, action: str, selection: Selection, shape: Layout) -> 
     return [full.get(key) for key in shape.keys]
 
 
-SpooledBatch = tuple[tuple[str, ...] | None, list[Any]]  # as `RowSpool.batches` gives them
+# As `RowSpool.batches` gives them: (None, rows), (names, columns), or (names, the batch
+# written as CSV records) for a CSV export.
+SpooledBatch = tuple[tuple[str, ...] | None, list[Any] | PlainCsvBatch]
 
 
 def dataset_cells(
@@ -90,20 +92,29 @@ def _with_source(
     batch: SpooledBatch, source: str, action: str, selection: Selection
 ) -> SpooledBatch:
     names, rows = batch
+    if isinstance(rows, PlainCsvBatch):
+        assert names is not None
+        return (*names, source), rows.with_constant(action)
     if names is None:
         return None, [finish_row(row, action, selection) for row in rows]
-    # A source column already among the keys is named twice: its last column, the action's,
-    # is the one `batch_cells` picks, as `finish_row` overwrites it.
-    return (*names, source), [*rows, [action] * len(rows[0])]
+    column = [action] * len(rows[0])
+    if source in names:  # the action's value replaces the row's, as `finish_row` does
+        at = names.index(source)
+        return names, [*rows[:at], column, *rows[at + 1 :]]
+    return (*names, source), [*rows, column]
 
 
 def batch_cells(batches: Iterable[SpooledBatch], keys: tuple[str, ...]) -> Iterator[Cells]:
     """Rows given a batch at a time (`RowSpool.batches`) aligned with `keys`, as
     `action_cells` aligns a row: a batch of rows, (None, dicts), by key, row by row; a
     batch of columns under the same keys, (names, columns), as one `ColumnBlock` of the
-    columns the keys name (a key it lacks, a column of None)."""
+    columns the keys name (a key it lacks, a column of None); a batch written as CSV
+    records, as those records under the keys."""
     for names, written in batches:
-        if names is None:
+        if isinstance(written, PlainCsvBatch):
+            assert names is not None
+            yield written.records(names, keys)
+        elif names is None:
             # Rows not all of one set of keys (a batch of one shape comes as columns): a
             # look-up per key.
             yield from (list(map(row.get, keys)) for row in written)

@@ -42,6 +42,7 @@ from handlers.publishing import (
 )
 from handlers.selection import ResultRef
 from handlers.serialisers import Cells
+from handlers.serialisers.csv_file import plain_text
 from schemas.documents import Artifact, Conversation, Message, parse_message
 from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import TurnRecord
@@ -144,6 +145,10 @@ class TurnHandler:
                 case Finished() | ExportPlan():
                     return phase
                 case FetchCurrentTurn() | FetchDeferredGroups() | FetchReachBack():
+                    if phase.request.format == "csv":
+                        # Spooled batches are written as the file's records at once: the
+                        # export copies them instead of reading values back to write them.
+                        spool.write_as(plain_text)
                     collector = story.collector_for(phase, collector)
                     with self.observer.step("fetch", artifacts=len(phase.fetch)):
                         await self._fetch(phase.fetch, collector, spool)

@@ -18,15 +18,23 @@ and read than a dict per row, and `batches` hands it over in that form (the rows
 written too), so the export takes whole columns (`handlers/file_layout.batch_cells`) and
 the CSV writer checks and writes them a column at a time, no row built in between. `rows`
 makes dicts of it again, their keys in the order of the batch's first row.
+
+For a CSV export (`write_as`), a batch of one shape whose cells need no CSV rule (the usual
+page of text, finite floats and integers) is written as the file's records instead, under
+the batch's own keys: the export copies them (`csv_file.PlainCsvBatch` lays them out under
+the file's columns when those differ), where it would read the values back and write the
+same records from them. Such a batch keeps no values: `rows` refuses it.
 """
 
 from __future__ import annotations
 
 import marshal
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
 from typing import IO, Any
+
+from handlers.serialisers.csv_file import PlainCsvBatch
 
 _MEMORY_BYTES = 4 * 1024 * 1024
 # Rows per marshalled batch: large enough to pay the call once per many rows, small enough
@@ -42,6 +50,13 @@ class RowSpool:
         self._files: dict[str, IO[bytes]] = {}
         self._pending: dict[str, list[dict[str, Any]]] = {}
         self.count = 0
+        self._encode: Callable[[Sequence[Sequence[Any]]], str | None] | None = None
+
+    def write_as(self, encode: Callable[[Sequence[Sequence[Any]]], str | None]) -> None:
+        """Write each batch of one shape spooled from now on as `encode` gives its columns
+        (the export's records: `csv_file.plain_text`), when it gives them; `batches` hands
+        such a batch back as a `PlainCsvBatch`. Its values are not kept."""
+        self._encode = encode
 
     def append(self, action: str, row: dict[str, Any]) -> None:
         """Spool one row of `action`."""
@@ -70,6 +85,8 @@ class RowSpool:
         for batch in self.batches(action):
             if batch[0] is None:
                 yield from batch[1]
+            elif isinstance(batch[1], PlainCsvBatch):
+                raise TypeError("a batch written as CSV records holds no values")
             else:
                 names, columns = batch
                 yield from (
@@ -88,7 +105,12 @@ class RowSpool:
         spooled.seek(0)
         while header := spooled.read(_LENGTH_BYTES):
             written = marshal.loads(spooled.read(int.from_bytes(header, "little")))
-            yield written if type(written) is tuple else (None, written)
+            if type(written) is not tuple:
+                yield None, written
+            elif len(written) == 3:  # (names, its records' text, its row count)
+                yield written[0], PlainCsvBatch(written[1], written[2])
+            else:
+                yield written
         # The rows not yet written, read from memory: a small dataset never goes through
         # marshal at all.
         pending = self._pending[action]
@@ -118,7 +140,15 @@ class RowSpool:
         spooled = self._files[action]
         spooled.seek(0, 2)  # rows() may have left the position anywhere
         for start in range(0, len(pending), BATCH_ROWS):
-            data = marshal.dumps(_columnar(pending[start : start + BATCH_ROWS]))
+            batch = _columnar(pending[start : start + BATCH_ROWS])
+            text = None
+            if self._encode is not None and isinstance(batch, tuple):
+                names, columns = batch
+                text = self._encode(columns)
+            if text is not None:
+                data = marshal.dumps((names, text, len(columns[0])))
+            else:
+                data = marshal.dumps(batch)
             spooled.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
             spooled.write(data)
         pending.clear()
@@ -130,8 +160,13 @@ class RowSpool:
         self.close()
 
 
-# A batch read back: (keys, a list of values per key) or (None, the rows themselves).
-Batch = tuple[tuple[str, ...], list[list[Any]]] | tuple[None, list[dict[str, Any]]]
+# A batch read back: (keys, a list of values per key), (None, the rows themselves), or
+# (keys, the rows as the CSV records `write_as` wrote).
+Batch = (
+    tuple[tuple[str, ...], list[list[Any]]]
+    | tuple[None, list[dict[str, Any]]]
+    | tuple[tuple[str, ...], PlainCsvBatch]
+)
 
 
 def _columnar(

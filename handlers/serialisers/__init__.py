@@ -5,9 +5,10 @@ file's header matches the columns the caller records) and an iterable of rows al
 them; a value is a JSON value and `None` means missing. In that iterable a `ColumnBlock`
 may stand for several rows given as their columns (how the row spool hands a batch back):
 CSV writes such a block a column at a time, the other formats row by row (`each_row`), and
-every format writes the same bytes as for the rows themselves. Nothing here does I/O: the
-text formats yield byte chunks, XLSX writes to a sink it is handed. Rows are consumed a row
-or a block at a time so no format holds the whole dataset.
+every format writes the same bytes as for the rows themselves. A `CsvRecords` item is rows
+the CSV writer wrote already (a spooled batch of a CSV export): only CSV takes it. Nothing
+here does I/O: the text formats yield byte chunks, XLSX writes to a sink it is handed. Rows
+are consumed a row or a block at a time so no format holds the whole dataset.
 
 This module holds only what every format shares: content types, extensions, the row
 shape rule, column blocks and the chunking rule.
@@ -43,7 +44,17 @@ class ColumnBlock:
         return zip(*self.columns, strict=True)
 
 
-Cells = Sequence[Any] | ColumnBlock  # what a serialiser's `rows` yields
+class CsvRecords:
+    """Rows already written as the CSV file's records (`csv_file.PlainCsvBatch`): only the
+    CSV writer takes them, as they are."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+Cells = Sequence[Any] | ColumnBlock | CsvRecords  # what a serialiser's `rows` yields
 
 
 def each_row(rows: Iterable[Cells]) -> Iterator[Sequence[Any]]:
@@ -51,6 +62,8 @@ def each_row(rows: Iterable[Cells]) -> Iterator[Sequence[Any]]:
     for item in rows:
         if type(item) is ColumnBlock:
             yield from item.rows()
+        elif type(item) is CsvRecords:
+            raise TypeError("CSV records are written by the CSV writer only")
         else:
             yield item  # type: ignore[misc]
 

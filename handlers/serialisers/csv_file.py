@@ -22,9 +22,10 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import groupby, islice
+from operator import itemgetter
 from typing import Any, cast
 
-from handlers.serialisers import Cells, ColumnBlock, aligned
+from handlers.serialisers import Cells, ColumnBlock, CsvRecords, aligned
 from handlers.serialisers.json_file import compact_json
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -129,6 +130,8 @@ def _records(rows: Iterable[Cells], width: int) -> Iterator[str]:
         if kind is ColumnBlock:
             for block in cast(Iterator[ColumnBlock], run):
                 yield from _block_records(block, width)
+        elif kind is CsvRecords:
+            yield from (records.text for records in cast(Iterator[CsvRecords], run))
         else:
             yield from _row_records(cast(Iterator[Sequence[Any]], run), width)
 
@@ -187,6 +190,51 @@ def _plain_columns(columns: Sequence[Sequence[Any]], width: int) -> str | None:
         else:
             return None
     return "\r\n".join(map(",".join, zip(*texts, strict=True))) + "\r\n"
+
+
+class PlainCsvBatch:
+    """A batch of rows written as CSV records under the batch's own keys (`plain_text`), and
+    values every row of it holds after them (`constants`: the source column of combined
+    groups). `records` lays them out under the file's columns."""
+
+    __slots__ = ("constants", "count", "text")
+
+    def __init__(self, text: str, count: int, constants: tuple[Any, ...] = ()) -> None:
+        self.text = text
+        self.count = count
+        self.constants = constants
+
+    def with_constant(self, value: Any) -> PlainCsvBatch:
+        """The same rows with one more value after their cells."""
+        return PlainCsvBatch(self.text, self.count, (*self.constants, value))
+
+    def records(self, names: Sequence[str], keys: Sequence[str]) -> CsvRecords:
+        """The records under `keys` of rows whose cells are `names` (its text's cells, then
+        its constants): the last of a name given twice wins, a key not named is empty. The
+        file's bytes are those of the rows' values written under `keys`."""
+        if tuple(names) == tuple(keys) and not self.constants:
+            return CsvRecords(self.text)
+        at = {name: position for position, name in enumerate(names)}
+        width = len(names) - len(self.constants)
+        # Cells of a plain record hold no comma and no line break: split, they are the
+        # record's cells as written. After them: the constants' cells, then an empty one.
+        tail = [*map(_cell, self.constants), _cell(None)]
+        picks = [at.get(key, len(names)) for key in keys]
+        if len(picks) < 2 or width < 2:  # a plain record has two cells at least
+            raise ValueError("plain CSV records have two columns at least")
+        lines = self.text.split("\r\n")
+        lines.pop()  # the text ends with a record's CRLF
+        cells = itemgetter(*picks)
+        return CsvRecords(
+            "\r\n".join(map(",".join, map(cells, (line.split(",") + tail for line in lines))))
+            + "\r\n"
+        )
+
+
+def plain_text(columns: Sequence[Sequence[Any]]) -> str | None:
+    """The CSV records of rows given as their columns, in the columns' order, when no cell
+    needs a rule (`_plain_columns`: two columns at least); else None."""
+    return _plain_columns(columns, len(columns))
 
 
 def _plain_column(joined: str) -> bool:

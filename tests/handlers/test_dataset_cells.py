@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from handlers.file_layout import action_cells, dataset_cells, layout
@@ -35,6 +35,9 @@ uniform_rows = st.lists(st.sampled_from(KEYS), unique=True, max_size=4).flatmap(
 
 
 @given(rows_strategy | uniform_rows, st.sampled_from([None, "Source action", "x"]))
+# A source column named as a key of a batch whose keys are the file's own, in its order:
+# the action's value is written under it, not the row's.
+@example([{"x": 1, "y": 2, "=z": 3, "": 4}], "x")
 def test_spooled_batches_cells_are_each_rows_action_cells(
     rows: list[dict[str, Any]], source: str | None
 ) -> None:
