@@ -107,8 +107,8 @@ class RowSpool:
             written = marshal.loads(spooled.read(int.from_bytes(header, "little")))
             if type(written) is not tuple:
                 yield None, written
-            elif len(written) == 3:  # (names, its records' text, its row count)
-                yield written[0], PlainCsvBatch(written[1], written[2])
+            elif type(written[1]) is str:  # (names, the records' text)
+                yield written[0], PlainCsvBatch(written[1])
             else:
                 yield written
         # The rows not yet written, read from memory: a small dataset never goes through
@@ -143,12 +143,8 @@ class RowSpool:
             batch = _columnar(pending[start : start + BATCH_ROWS])
             text = None
             if self._encode is not None and isinstance(batch, tuple):
-                names, columns = batch
-                text = self._encode(columns)
-            if text is not None:
-                data = marshal.dumps((names, text, len(columns[0])))
-            else:
-                data = marshal.dumps(batch)
+                text = self._encode(batch[1])  # the records under the batch's own keys
+            data = marshal.dumps(batch if text is None else (batch[0], text))
             spooled.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
             spooled.write(data)
         pending.clear()

@@ -197,16 +197,15 @@ class PlainCsvBatch:
     values every row of it holds after them (`constants`: the source column of combined
     groups). `records` lays them out under the file's columns."""
 
-    __slots__ = ("constants", "count", "text")
+    __slots__ = ("constants", "text")
 
-    def __init__(self, text: str, count: int, constants: tuple[Any, ...] = ()) -> None:
+    def __init__(self, text: str, constants: tuple[Any, ...] = ()) -> None:
         self.text = text
-        self.count = count
         self.constants = constants
 
     def with_constant(self, value: Any) -> PlainCsvBatch:
         """The same rows with one more value after their cells."""
-        return PlainCsvBatch(self.text, self.count, (*self.constants, value))
+        return PlainCsvBatch(self.text, (*self.constants, value))
 
     def records(self, names: Sequence[str], keys: Sequence[str]) -> CsvRecords:
         """The records under `keys` of rows whose cells are `names` (its text's cells, then
