@@ -15,10 +15,12 @@ import openpyxl
 import pytest
 
 from handlers.errors import PermanentError, RetryableError
+from handlers.serialisers.csv_file import PlainCsvBatch
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
 from worker.ports import Backend, QueueMessage
 from worker.settings import Settings
+from worker.spool import RowSpool
 from worker.testing.seeding import seed, seeding
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
@@ -297,3 +299,46 @@ def test_published_record_says_why_its_rows_were_chosen(tmp_path: Path) -> None:
         assert groups["list_instances"]["rows"] is None  # a lookup never read
 
     run(tmp_path, headline(), body)
+
+
+def test_large_combined_groups_write_the_same_csv_with_batches_spooled_as_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two groups of over a batch (1,024 rows) each, combined: their spooled batches are
+    written as CSV records and laid out under the file's columns with the source column;
+    the file is the one the values would have written."""
+    fixture = json.loads((PUBLIC / "two_small_groups.fixture.json").read_text())
+    for artifact in fixture["artifacts"].values():
+        result = artifact["result"]
+        items = result["items"] if isinstance(result, dict) else result
+        grown = [
+            {key: f"{value}-{n}" if isinstance(value, str) else n for key, value in item.items()}
+            for n in range(1500 + len(items))
+            for item in items[n % len(items) : n % len(items) + 1]
+        ]
+        items[:] = grown
+
+    def export(home: str) -> tuple[Any, bytes]:
+        async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> Any:
+            record = await handler.handle(message)
+            assert record.export is not None
+            return record, await blob_bytes(backend, record.export.blob)
+
+        return run(tmp_path / home, copy.deepcopy(fixture), body)  # type: ignore[no-any-return]
+
+    laid_out: list[int] = []
+    records = PlainCsvBatch.records
+
+    def counted(batch: PlainCsvBatch, names: Any, keys: Any) -> Any:
+        laid_out.append(len(batch.constants))
+        return records(batch, names, keys)
+
+    monkeypatch.setattr(PlainCsvBatch, "records", counted)
+    record, data = export("records")
+    assert record.export.row_source == "action_rows" and record.export.row_count > 3000
+    assert record.export.selection.rule == "combined"
+    assert laid_out and set(laid_out) == {1}  # every batch took the source column
+    header = data.decode("utf-8-sig").split("\r\n", 1)[0]
+    assert header.endswith(",Source action")
+    monkeypatch.setattr(RowSpool, "write_as", lambda spool, encode: None)
+    assert export("values")[1] == data
