@@ -16,15 +16,16 @@ MESSAGES = 200
 PROCESSES = 2
 
 
-def _consume(db_path: str, log_path: str, worker: int, start: Any) -> None:
+def _consume(db_path: str, log_path: str, worker: int, start: Any, holding: Any) -> None:
     """A worker process: take sessions, receive, log, complete, until the queue is drained."""
     start.wait()  # a barrier: both processes start competing together
-    asyncio.run(_consume_async(Path(db_path), Path(log_path), worker))
+    asyncio.run(_consume_async(Path(db_path), Path(log_path), worker, holding))
 
 
-async def _consume_async(db_path: Path, log_path: Path, worker: int) -> None:
+async def _consume_async(db_path: Path, log_path: Path, worker: int, holding: Any) -> None:
     queue = LocalQueue(db_path, lock_duration=60.0)
     log = sqlite3.connect(log_path, timeout=30.0, isolation_level=None)
+    first = True
     try:
         while True:
             session = await queue.accept_session(max_wait=0.2)
@@ -32,6 +33,12 @@ async def _consume_async(db_path: Path, log_path: Path, worker: int) -> None:
                 if await queue.is_drained():
                     return
                 continue
+            if first:
+                # Both processes hold a session before either receives: they compete for
+                # the rest. Without it, on a loaded machine one process could drain all
+                # 200 messages before the other's first accept.
+                holding.wait(timeout=60)
+                first = False
             try:
                 while (message := await session.receive(max_wait=0)) is not None:
                     body = json.loads(message.body)
@@ -68,9 +75,9 @@ def test_two_processes_complete_every_message_once_in_session_order(tmp_path: Pa
     log.execute("PRAGMA journal_mode = WAL")
 
     context = multiprocessing.get_context("spawn")
-    start = context.Barrier(PROCESSES)
+    start, holding = context.Barrier(PROCESSES), context.Barrier(PROCESSES)
     workers = [
-        context.Process(target=_consume, args=(str(db_path), str(log_path), n, start))
+        context.Process(target=_consume, args=(str(db_path), str(log_path), n, start, holding))
         for n in range(PROCESSES)
     ]
     for process in workers:
