@@ -234,11 +234,7 @@ class DigestSet:
         small = self._small
         assert small is not None
         self._small = None
-        size = _FIRST_SLOTS
-        while needed * 2 > size:
-            size *= 2
-        self._slots = array("Q", (_EMPTY,)) * (size + 1)  # the last one stops probes
-        self._mask = size - 1
+        self._grow(needed)  # nothing in the table yet: made at its size
         self._zero = self._insert(small)
 
     def _grow(self, needed: int) -> None:
