@@ -23,7 +23,12 @@ For a CSV export (`write_as`), a batch of one shape whose cells need no CSV rule
 page of text, finite floats and integers) is written as the file's records instead, under
 the batch's own keys: the export copies them (`csv_file.PlainCsvBatch` lays them out under
 the file's columns when those differ), where it would read the values back and write the
-same records from them. Such a batch keeps no values: `rows` refuses it.
+same records from them. Such a batch keeps no values: `rows` refuses it. A page that
+starts the tail (the rows not yet written) is tried at once, however short, instead of
+waiting for a full batch: its rows were just parsed, cleaned and digested, so they are still
+in the processor's cache, where the export, after the turn's other work, would read and free
+them cold (a headline turn's two pages of 450 rows; benchmarks/PROFILE.md, thirteenth
+round). A page that needs a rule stays in the tail, and the pages after it join it.
 """
 
 from __future__ import annotations
@@ -78,6 +83,8 @@ class RowSpool:
         self.count += len(pending) - before
         if len(pending) >= BATCH_ROWS:
             self._flush(action)
+        elif not before and pending and self._encode is not None:
+            self._flush_records(action)
 
     def rows(self, action: str) -> Iterator[dict[str, Any]]:
         """The rows spooled for `action`, in append order (again from the start each call);
@@ -137,17 +144,41 @@ class RowSpool:
         pending = self._pending[action]
         if not pending:
             return
-        spooled = self._files[action]
-        spooled.seek(0, 2)  # rows() may have left the position anywhere
         for start in range(0, len(pending), BATCH_ROWS):
             batch = _columnar(pending[start : start + BATCH_ROWS])
-            text = None
-            if self._encode is not None and isinstance(batch, tuple):
-                text = self._encode(batch[1])  # the records under the batch's own keys
-            data = marshal.dumps(batch if text is None else (batch[0], text))
-            spooled.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
-            spooled.write(data)
+            records = self._records(batch)
+            self._write(action, batch if records is None else records)
         pending.clear()
+
+    def _flush_records(self, action: str) -> None:
+        """Write the rows not yet written as the file's records, if they are a batch of one
+        shape that needs no CSV rule; else keep them."""
+        pending = self._pending[action]
+        records = self._records(_columnar(pending))
+        if records is not None:
+            self._write(action, records)
+            pending.clear()
+
+    def _records(
+        self, batch: tuple[tuple[str, ...], list[list[Any]]] | list[dict[str, Any]]
+    ) -> tuple[tuple[str, ...], str] | None:
+        """The batch as (its keys, the records under them), when `write_as` was asked and
+        the batch is of one shape whose cells need no rule; else None."""
+        if self._encode is None or not isinstance(batch, tuple):
+            return None
+        text = self._encode(batch[1])
+        return None if text is None else (batch[0], text)
+
+    def _write(
+        self,
+        action: str,
+        batch: tuple[tuple[str, ...], Any] | list[dict[str, Any]],
+    ) -> None:
+        spooled = self._files[action]
+        spooled.seek(0, 2)  # rows() may have left the position anywhere
+        data = marshal.dumps(batch)
+        spooled.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
+        spooled.write(data)
 
     def __enter__(self) -> RowSpool:
         return self

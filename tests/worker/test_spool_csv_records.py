@@ -135,11 +135,12 @@ def test_full_batches_of_plain_values_are_spooled_as_records_the_rest_as_values(
     with RowSpool() as spool:
         spool.write_as(plain_text)
         spool.extend("h", rows[: 2 * BATCH_ROWS])
-        spool.extend("h", rows[2 * BATCH_ROWS :])  # still in memory: never written
+        spool.extend("h", rows[2 * BATCH_ROWS :])  # starts the tail: written at once
         first, second, rest = spool.batches("h")
         assert first[0] == ("ts", "value", "n") and isinstance(first[1], PlainCsvBatch)
         assert first[1].text.startswith("t0,0.0,0\r\nt1,0.25,1\r\n")
-        assert isinstance(second[1], list) and isinstance(rest[1], list)  # values
+        assert isinstance(second[1], list)  # values
+        assert isinstance(rest[1], PlainCsvBatch) and rest[1].text.startswith("t2048,512.0,")
         # Under the same keys, the records are handed to the CSV writer as they are.
         selection = Selection(("h",), False, None, ("ts", "value", "n"), 0, (), False)
         shape = layout("csv", None, selection)
@@ -149,6 +150,24 @@ def test_full_batches_of_plain_values_are_spooled_as_records_the_rest_as_values(
             list(spool.rows("h"))  # records hold no values to give back
         with pytest.raises(TypeError):
             list(each_row([records]))  # nor do other formats take them
+
+
+def test_a_page_starting_the_tail_is_written_as_records_unless_it_needs_a_rule() -> None:
+    page = [{"ts": f"t{n}", "value": n / 2} for n in range(450)]
+    ruled = [{"ts": "=cmd", "value": 1.0}]
+    with RowSpool() as spool:
+        spool.write_as(plain_text)
+        spool.extend("h", page)  # a headline page: written, its dicts no longer held
+        assert spool._pending["h"] == []
+        spool.extend("h", ruled)  # needs a rule: kept in the tail
+        spool.extend("h", page[:3])  # joins the tail, not tried alone
+        assert len(spool._pending["h"]) == 4
+        kinds = [type(batch[1]).__name__ for batch in spool.batches("h")]
+        assert kinds == ["PlainCsvBatch", "list"]
+        assert spool.count == 454
+    with RowSpool() as spool:  # not a CSV export: the tail is kept as it was
+        spool.extend("h", page)
+        assert len(spool._pending["h"]) == 450
 
 
 @pytest.mark.parametrize(
@@ -168,7 +187,7 @@ def test_records_are_laid_out_under_the_files_columns(
     appended = [("=h", rows), ("g", [{"ts": "u", "value": 1.5, "n": 2}])]
     selection = selection_of(appended, source, extra)
     got, recorded = file_bytes(appended, selection, as_records=True)
-    assert recorded == 1
+    assert recorded == 2  # =h's full batch, and g's page, which started its tail
     assert got == rows_file(appended, selection)
     lines = got.decode("utf-8-sig").split("\r\n")
     assert lines[0] == header
