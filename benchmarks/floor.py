@@ -7,9 +7,9 @@ bytes in memory; no start-up, no file I/O), from artifact bytes to csv bytes:
 - the worker's row path, with its own functions, in the order `worker/handler.py` calls
   them: parse (`parse_artifact_json`), clean (`RowCleaner`), digest (`row_digests`),
   de-duplicate across pages (`DigestSet`, inside `RowCollector.feed`), spool (`RowSpool`,
-  written and read back a batch at a time; for a csv export a full batch is written as its
-  records, so the csv step after it mostly copies them), cells (`batch_cells`) and csv
-  (`csv_chunks`).
+  written and read back a batch at a time; for a csv export a full batch, or a page that
+  starts the unwritten tail, is written as its records, so the csv step after it mostly
+  copies them), cells (`batch_cells`) and csv (`csv_chunks`).
 
 The two csv outputs must be byte-identical (checked). Each step of the row path is timed
 alone on the previous step's output, so the table says which steps the bare pipeline also
