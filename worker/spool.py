@@ -28,7 +28,8 @@ starts the tail (the rows not yet written) is tried at once, however short, inst
 waiting for a full batch: its rows were just parsed, cleaned and digested, so they are still
 in the processor's cache, where the export, after the turn's other work, would read and free
 them cold (a headline turn's two pages of 450 rows; benchmarks/PROFILE.md, thirteenth
-round). A page that needs a rule stays in the tail, and the pages after it join it.
+round). A page that needs a rule stays in the tail, the pages after it join it, and the
+action's later pages are not tried alone again (a call's pages share their shape).
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class RowSpool:
         self._pending: dict[str, list[dict[str, Any]]] = {}
         self.count = 0
         self._encode: Callable[[Sequence[Sequence[Any]]], str | None] | None = None
+        # Actions a page of which was tried as records and needed a rule: a call's pages
+        # share their shape, so their later pages wait for a full batch, tried once there.
+        self._ruled: set[str] = set()
 
     def write_as(self, encode: Callable[[Sequence[Sequence[Any]]], str | None]) -> None:
         """Write each batch of one shape spooled from now on as `encode` gives its columns
@@ -83,7 +87,7 @@ class RowSpool:
         self.count += len(pending) - before
         if len(pending) >= BATCH_ROWS:
             self._flush(action)
-        elif not before and pending and self._encode is not None:
+        elif not before and pending and self._encode is not None and action not in self._ruled:
             self._flush_records(action)
 
     def rows(self, action: str) -> Iterator[dict[str, Any]]:
@@ -155,9 +159,11 @@ class RowSpool:
         shape that needs no CSV rule; else keep them."""
         pending = self._pending[action]
         records = self._records(_columnar(pending))
-        if records is not None:
-            self._write(action, records)
-            pending.clear()
+        if records is None:
+            self._ruled.add(action)
+            return
+        self._write(action, records)
+        pending.clear()
 
     def _records(
         self, batch: tuple[tuple[str, ...], list[list[Any]]] | list[dict[str, Any]]

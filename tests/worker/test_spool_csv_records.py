@@ -168,6 +168,15 @@ def test_a_page_starting_the_tail_is_written_as_records_unless_it_needs_a_rule()
     with RowSpool() as spool:  # not a CSV export: the tail is kept as it was
         spool.extend("h", page)
         assert len(spool._pending["h"]) == 450
+    with RowSpool() as spool:  # once a page needed a rule, the action's pages wait
+        spool.write_as(plain_text)
+        spool.extend("h", ruled)
+        spool.extend("h", page * 3)  # a full batch and more: all written
+        assert spool._pending["h"] == []
+        spool.extend("h", page)  # starts the tail, but is not tried alone
+        assert len(spool._pending["h"]) == 450
+        spool.extend("g", page)  # another action's page is
+        assert spool._pending["g"] == []
 
 
 @pytest.mark.parametrize(
