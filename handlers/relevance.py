@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain
+from itertools import chain, islice
 from typing import Any, Final
 
 MIN_WORD_CHARS: Final = 3
@@ -131,18 +131,25 @@ def group_score(
         return 0
     ascii_only = all(word.isascii() for word in subject)
     found: set[str] = set()
+    missing = list(subject)  # the subject words no text gave yet
     seen: set[str] = set()
     for text in _texts(action, arguments, columns, citation_results):
         if text in seen:
             continue
         seen.add(text)
         if ascii_only:
+            # Only a missing word can change the score: a text none of them is a substring
+            # of adds nothing.
             lowered = text.lower()
-            if not any(word in lowered for word in subject):
+            for word in missing:
+                if word in lowered:
+                    break
+            else:
                 continue
         found.update(word for word in words(text) if word in subject)
         if len(found) == len(subject):
             break
+        missing = [word for word in missing if word not in found]
     return len(found)
 
 
@@ -155,13 +162,23 @@ def _texts(
     """The texts a group's words come from, in order, within the strings' bound."""
     yield action
     yield from columns
-    budget = [_MAX_STRINGS]
+    # Every string value gathered so far, in order: the bound counts them all. Each argument
+    # set or result is walked whole before its texts are given (a scorer that stops early
+    # stops at the next one).
+    strings: list[str] = []
     for argument_set in arguments:
-        yield from _strings(argument_set, 0, budget)
+        start = len(strings)
+        _strings(argument_set, 0, strings)
+        yield from islice(strings, start, None)
     for result in citation_results:
-        for text in _strings(result, 0, budget):
-            if not _PLACEHOLDER.fullmatch(text):
-                yield _TRUNCATION.sub("", text)
+        start = len(strings)
+        _strings(result, 0, strings)
+        for text in islice(strings, start, None):
+            # Each pattern holds its first characters literally: most texts are passed by a
+            # check in C before either runs.
+            if text.startswith("<") and _PLACEHOLDER.fullmatch(text):
+                continue
+            yield _TRUNCATION.sub("", text) if "[truncated " in text else text
 
 
 def score(subject: frozenset[str], group: frozenset[str]) -> int:
@@ -169,16 +186,19 @@ def score(subject: frozenset[str], group: frozenset[str]) -> int:
     return len(subject & group)
 
 
-def _strings(value: Any, depth: int, budget: list[int]) -> Iterator[str]:
-    """The string values inside a JSON value (not its keys), up to a bounded count."""
-    if budget[0] <= 0 or depth > _MAX_DEPTH:
+def _strings(value: Any, depth: int, found: list[str]) -> None:
+    """Append the string values inside a JSON value (not its keys) to `found`, depth first,
+    until it holds the bounded count. A function that appends, not nested generators: a
+    string at depth d was handed up through d generators."""
+    if len(found) >= _MAX_STRINGS or depth > _MAX_DEPTH:
         return
     if isinstance(value, str):
-        budget[0] -= 1
-        yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _strings(item, depth + 1, budget)
+        found.append(value)
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _strings(item, depth + 1, budget)
+            _strings(item, depth + 1, found)
+    elif isinstance(value, dict) or (  # a dict, the usual mapping, is told apart in C
+        not isinstance(value, int | float) and value is not None and isinstance(value, Mapping)
+    ):
+        for item in value.values():
+            _strings(item, depth + 1, found)

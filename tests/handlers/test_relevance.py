@@ -12,6 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from test_turn import Chat, decision_of, drive
 
+from handlers import relevance
 from handlers import turn as story
 from handlers.reach_back import scan
 from handlers.relevance import (
@@ -324,3 +325,86 @@ def test_group_score_is_the_score_of_the_group_words(
 ) -> None:
     expected = score(subject, group_words(action, arguments, columns, results))
     assert group_score(subject, action, arguments, columns, results) == expected
+
+
+def _oracle_texts(
+    action: str, arguments: list[Any], columns: list[str], results: list[Any], bound: int
+) -> list[str]:
+    """The texts of a group as the rules give them, one value at a time: the action, the
+    columns, then the string values (not keys) of the arguments and of the citations, depth
+    first, at most `bound` of those in all and none deeper than 8 levels; a citation's
+    placeholder is dropped and its truncation marker removed."""
+    strings: list[tuple[bool, str]] = []
+
+    def walk(value: Any, depth: int, cited: bool) -> None:
+        if len(strings) >= bound or depth > 8:
+            return
+        if isinstance(value, str):
+            strings.append((cited, value))
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item, depth + 1, cited)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item, depth + 1, cited)
+
+    for argument_set in arguments:
+        walk(argument_set, 0, False)
+    for result in results:
+        walk(result, 0, True)
+    texts = [action, *columns]
+    for cited, text in strings:
+        if not cited:
+            texts.append(text)
+        elif not re.fullmatch(r"<(?:dict|list) with \d+ (?:keys|items)>", text):
+            texts.append(re.sub(r"…\[truncated \d+ chars\]$", "", text))
+    return texts
+
+
+_CITED_TEXT = st.sampled_from(
+    [
+        "<dict with 3 keys>",
+        "<list with 12 items>",
+        "<list with 12 items> ",
+        "x<dict with 3 keys>",
+        "Volt…[truncated 9 chars]",
+        "Volt…[truncated 9 chars]\n",
+        "Volt…[truncated 9 chars] then",
+        "[truncated 9 chars]",
+    ]
+) | st.text(alphabet="ab<>[]…\n 9", max_size=8)
+_JSON_VALUE = st.recursive(
+    _CITED_TEXT | st.integers() | st.floats(allow_nan=False) | st.booleans() | st.none(),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=2).map(tuple)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _deep(depth: int) -> Any:
+    value: Any = "deep"
+    for level in range(depth):
+        value = [value, f"at {depth - level}"] if level % 2 else {"k": value}
+    return value
+
+
+@given(
+    arguments=st.lists(st.dictionaries(st.text(max_size=2), _JSON_VALUE, max_size=3), max_size=2),
+    results=st.lists(_JSON_VALUE | st.integers(0, 12).map(_deep), max_size=3),
+    bound=st.sampled_from([0, 1, 3, 7, 2000]),
+)
+@example(
+    arguments=[{"a": "<list with 2 items>"}],
+    results=[["<list with 12 items>", {"k": "<dict with 3 keys>"}, "V…[truncated 9 chars]\n"]],
+    bound=2000,
+)
+def test_group_texts_are_the_string_values_depth_first_within_the_bound(
+    arguments: list[dict[str, Any]], results: list[Any], bound: int
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(relevance, "_MAX_STRINGS", bound)
+        texts = list(relevance._texts("act", arguments, ["col"], results))
+    assert texts == _oracle_texts("act", arguments, ["col"], results, bound)
