@@ -7,6 +7,12 @@ the decision alone, no I/O. Best of several `timeit` repeats, in microseconds pe
 
     .venv/bin/python benchmarks/core_decision.py
     .venv/bin/python benchmarks/core_decision.py --quick
+    .venv/bin/python benchmarks/core_decision.py --headline-json   # what run_all.py's case d reads
+
+`--headline-json` prints one JSON line: the headline case alone, in milliseconds a turn.
+Case d sets it beside the bare turn: the decision's pure work that the bare turn lacks,
+measured with its code and its data warm (the same turn again and again), so a lower bound
+of what it costs inside a real turn.
 """
 
 from __future__ import annotations
@@ -207,8 +213,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7, help="timeit repeats (best is kept)")
     parser.add_argument("--quick", action="store_true", help="few repeats, for a CI smoke run")
+    parser.add_argument(
+        "--headline-json", action="store_true", help="only the headline case, as one JSON line"
+    )
     args = parser.parse_args(argv)
     repeats = 2 if args.quick else args.repeats
+    if args.headline_json:
+        headline, artifacts = headline_input()
+        number = 20 if args.quick else 100
+        timer = timeit.Timer(lambda: whole_story(headline, artifacts))
+        timer.timeit(number)  # the first calls load and compile what a turn needs
+        best = min(timer.repeat(repeat=repeats, number=number)) / number
+        print(json.dumps({"ms": round(best * 1000, 3), "number": number, "repeats": repeats}))
+        return 0
 
     current = current_turn_input()
     reach = reach_back_input()

@@ -292,6 +292,9 @@ class TurnsRun:
     # `run --drain` on an empty queue: start-up and shutdown in the same minute as the turns.
     empty: Usage
     group_ratios: tuple[float, ...] = ()  # project_ms / bare_ms of each group, in order
+    # The decision core's pure work on the same turn, warm, no I/O (`core_decision.py`), in
+    # ms: measured just after the bare work, in a process of its own.
+    decision_ms: float = 0.0
 
     @property
     def project_ms(self) -> float:
@@ -317,11 +320,33 @@ class TurnsRun:
         return (self.bare.wall - self.bare_empty.wall) / self.turns * 1000
 
     @property
+    def with_decision_ratio(self) -> float:
+        """The bare turn with the decision core's warm work added, over the bare turn: where
+        a worker with no runtime and no cache misses past the bare turn's would stand."""
+        return (self.bare_ms + self.decision_ms) / self.bare_ms
+
+    @property
     def bare_cpu_ms(self) -> float:
         return (self.bare.cpu - self.bare_empty.cpu) / self.turns * 1000
 
 
-def turns_case(bench: Bench, turns: int, repeats: int) -> TurnsRun:
+def decision_ms(quick: bool) -> float:
+    """The decision core's pure work on one headline turn, warm, in ms (`core_decision.py`
+    in a process of its own: importing the core here would grow this process, whose peak
+    RSS every measured child inherits)."""
+    proc = subprocess.run(
+        [PYTHON, str(BENCH / "core_decision.py"), "--headline-json", *(["--quick"] * quick)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise Failed(f"core_decision failed: {proc.stderr[-1500:]}")
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["ms"])
+
+
+def turns_case(bench: Bench, turns: int, repeats: int, quick: bool = False) -> TurnsRun:
     """TURNS headline copies, one conversation each, drained at default settings, in
     REPEATS adjacent groups: the bare per-turn work over the group's files and its start-up,
     then the worker on the turns, on one turn and on an empty queue. Everything a ratio
@@ -336,6 +361,7 @@ def turns_case(bench: Bench, turns: int, repeats: int) -> TurnsRun:
         bare = bench.bare(f"d-bare-{n}", "turns", home, manifest)
         bare_empty = bench.bare(f"d-bare-empty-{n}", "turns", home, {"turns": []})
         loop = json.loads((bench.logs / f"d-bare-{n}.out").read_text(encoding="utf-8"))
+        decision = decision_ms(quick)
         project = bench.worker(f"d-worker-{n}", home)
         outcome = workload("outcome", home)
         exports = _published(outcome, turns)
@@ -355,7 +381,18 @@ def turns_case(bench: Bench, turns: int, repeats: int) -> TurnsRun:
         empty = bench.worker(f"d-empty-{n}", nothing)
         shutil.rmtree(nothing)
         groups.append(
-            TurnsRun(turns, project, bare, bare_empty, loop["seconds"], True, 1, one_turn, empty)
+            TurnsRun(
+                turns,
+                project,
+                bare,
+                bare_empty,
+                loop["seconds"],
+                True,
+                1,
+                one_turn,
+                empty,
+                decision_ms=decision,
+            )
         )
     ratios = tuple(group.project_ms / group.bare_ms for group in groups)
     middle = sorted(range(len(groups)), key=lambda at: ratios[at])[len(groups) // 2]
@@ -587,6 +624,18 @@ def summary(r: Report) -> list[str]:
         "—",
     )
     row(
+        "d",
+        "the decision core's pure work on the same turn, in memory, warm (`core_decision.py`: "
+        "the turn's story, its 900 rows fed (clean, digest, de-dup), the selection): what the "
+        "worker adds to the bare turn before any I/O, runtime or cache miss; the ratio is the "
+        "bare turn with it added over the bare turn",
+        f"{r.d.decision_ms:.1f} ms",
+        f"{r.d.bare_ms:.1f} ms",
+        _ratio(r.d.bare_ms + r.d.decision_ms, r.d.bare_ms, 2),
+        "reported",
+        "—",
+    )
+    row(
         "e",
         f"`run --drain` on an empty queue: start-up and shutdown (median of {len(r.e.runs)})",
         f"{e.wall:.2f} s",
@@ -786,7 +835,7 @@ def measure(bench: Bench, sizes: Sizes) -> Report:
             ),
         ),
         ("c", lambda: rows_case(bench, "c", "csv", sizes.flat_pages, sizes.rows_per_page)),
-        ("d", lambda: turns_case(bench, sizes.turns, sizes.turn_repeats)),
+        ("d", lambda: turns_case(bench, sizes.turns, sizes.turn_repeats, sizes is QUICK)),
         ("f", lambda: reach_back_case(bench)),
         ("g", lambda: rows_case(bench, "g", "xlsx", sizes.rows_pages, sizes.rows_per_page)),
         ("az", lambda: azure_case(bench, sizes.turns)),

@@ -44,6 +44,16 @@ def test_run_all_measures_every_case_at_quick_size_and_writes_its_report(tmp_pat
     # Case d's figures come from adjacent groups (one at this size), each group's ratio listed.
     assert "headline turns (the median group of 1)" in text, text[-2000:]
     assert "ratio of each group in order: " in text, text[-2000:]
+    # Beside it, the decision core's warm work on the same turn, added to the bare turn.
+    assert "the decision core's pure work on the same turn" in text, text[-2000:]
+
+
+def test_the_decision_core_reports_the_headline_turn_as_one_json_line(tmp_path: Path) -> None:
+    proc = run_script("core_decision.py", "--headline-json", "--quick", cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert figures["number"] == 20 and figures["repeats"] == 2
+    assert 0 < figures["ms"] < 1000
 
 
 def test_the_loop_probe_drains_its_turns_and_accounts_for_the_loop(tmp_path: Path) -> None:
