@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
-from handlers.rows import cell_text, clean_row, extract_rows, is_truncated
+from handlers.rows import cell_text, clean_row, extract_rows, is_truncated, normalize_key
 
 
 def rows(result: Any) -> list[dict[str, Any]]:
@@ -194,3 +196,10 @@ def test_cell_text_forms() -> None:
     assert cell_text(12) == "12"
     assert cell_text(12.45) == "12.45"
     assert cell_text({"a": [1, "é"]}) == '{"a":[1,"é"]}'
+
+
+@given(st.text() | st.integers() | st.sampled_from(["Next-Link", "İd", "ǅ_x", "x²½", "Ⅻ_৩"]))
+@example("ΣΑΣ-Οδός")
+def test_normalize_key_keeps_what_isalnum_keeps_of_the_key_lower_cased(key: object) -> None:
+    expected = "".join(ch for ch in str(key).lower() if ch.isalnum())
+    assert normalize_key(key) == expected
