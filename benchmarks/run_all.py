@@ -631,7 +631,7 @@ def summary(r: Report) -> list[str]:
         "bare turn with it added over the bare turn",
         f"{r.d.decision_ms:.1f} ms",
         f"{r.d.bare_ms:.1f} ms",
-        _ratio(r.d.bare_ms + r.d.decision_ms, r.d.bare_ms, 2),
+        f"{r.d.with_decision_ratio:.2f}x",
         "reported",
         "—",
     )
