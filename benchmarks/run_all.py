@@ -330,7 +330,7 @@ class TurnsRun:
         return (self.bare.cpu - self.bare_empty.cpu) / self.turns * 1000
 
 
-def decision_ms(quick: bool) -> float:
+def measure_decision_ms(quick: bool) -> float:
     """The decision core's pure work on one headline turn, warm, in ms (`core_decision.py`
     in a process of its own: importing the core here would grow this process, whose peak
     RSS every measured child inherits)."""
@@ -361,7 +361,7 @@ def turns_case(bench: Bench, turns: int, repeats: int, quick: bool = False) -> T
         bare = bench.bare(f"d-bare-{n}", "turns", home, manifest)
         bare_empty = bench.bare(f"d-bare-empty-{n}", "turns", home, {"turns": []})
         loop = json.loads((bench.logs / f"d-bare-{n}.out").read_text(encoding="utf-8"))
-        decision = decision_ms(quick)
+        decision = measure_decision_ms(quick)
         project = bench.worker(f"d-worker-{n}", home)
         outcome = workload("outcome", home)
         exports = _published(outcome, turns)

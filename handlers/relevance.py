@@ -176,8 +176,8 @@ def _texts(
         start = len(strings)
         _strings(result, 0, strings)
         for text in islice(strings, start, None):
-            # Each pattern holds its first characters literally: most texts are passed by a
-            # check in C before either runs.
+            # Each pattern holds a literal ("<", "[truncated "): a text without it is passed
+            # by a check in C before the pattern runs.
             if text.startswith("<") and _PLACEHOLDER.fullmatch(text):
                 continue
             yield _TRUNCATION.sub("", text) if "[truncated " in text else text
