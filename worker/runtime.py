@@ -244,6 +244,27 @@ class Runtime:
         failure = work.exception()
         if isinstance(failure, LockLost):
             raise failure
+        try:
+            await self._perform(session, message, work, failure, handling)
+        except LockLost:
+            raise
+        except Exception:
+            # The verdict could not be stored (the queue refused it, or failed). Closing the
+            # session would release the message uncounted, and a verdict that always fails
+            # would come back for ever, holding up the conversation's later turns. Abandoned,
+            # the delivery counts: the queue dead-letters it after its maximum.
+            with contextlib.suppress(Exception):
+                await session.abandon(message)
+            raise
+
+    async def _perform(
+        self,
+        session: Session,
+        message: QueueMessage,
+        work: asyncio.Task[TurnRecord],
+        failure: BaseException | None,
+        handling: Handling,
+    ) -> None:
         match settle(failure, message.delivery_count, self.retry):
             case Complete():
                 decision = work.result().decision

@@ -79,4 +79,7 @@ def where_raised(exc: BaseException) -> str:
 
 
 def _dead_letter(reason: str, description: str) -> DeadLetter:
-    return DeadLetter(reason, description[:MAX_DESCRIPTION])
+    # A name taken from the event or the history may hold a lone surrogate, which neither
+    # SQLite nor AMQP can store: the dead letter would fail, and the message come back.
+    text = description.encode("utf-8", "backslashreplace").decode("utf-8")
+    return DeadLetter(reason, text[:MAX_DESCRIPTION])

@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from handlers.errors import PermanentError, RetryableError
 from worker.local.backend import open_local_backend
 from worker.ports import Backend, LockLost, QueueMessage, TransientError
@@ -117,6 +119,39 @@ def test_bad_message_never_stops_the_worker_and_good_ones_still_complete(tmp_pat
     _, _, runtime, dead = drain(tmp_path, script)
     assert sorted(d.reason for d in dead) == ["handler_error", "schema_invalid"]
     assert runtime.stats.completed == 2
+
+
+def test_a_description_with_a_lone_surrogate_is_dead_lettered_escaped(tmp_path: Path) -> None:
+    # An artifact name from the history can hold one; storing it had failed every time.
+    error = PermanentError("artifact_invalid", "artifact artifacts/c/t/x\udc80.json: not JSON")
+    _, handler, _, dead = drain(tmp_path, {b"x": [error], b"ok": ["done"]})
+    assert [(d.reason, d.description) for d in dead] == [
+        ("artifact_invalid", "artifact artifacts/c/t/x\\udc80.json: not JSON")
+    ]
+    assert len(handler.calls) == 2
+
+
+def test_a_verdict_the_queue_always_refuses_counts_its_deliveries_until_dead_lettered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A settlement that fails is abandoned (counted), not released uncounted by the
+    session's close: otherwise it came back for ever, ahead of its conversation's turns."""
+    from worker.local.queue import MAX_DELIVERY_COUNT, MAX_DELIVERY_REASON, LocalSession
+
+    async def refuse(self: LocalSession, message: QueueMessage, reason: str, text: str) -> None:
+        raise RuntimeError("the queue refused the verdict")
+
+    monkeypatch.setattr(LocalSession, "dead_letter", refuse)
+    script: dict[bytes, list[Any]] = {b"x": [PermanentError("schema_invalid", "no")]}
+    script[b"ok"] = ["done"]
+    _, handler, runtime, dead = drain(tmp_path, script)
+    assert [(d.reason, d.delivery_count) for d in dead] == [
+        (MAX_DELIVERY_REASON, MAX_DELIVERY_COUNT)
+    ]
+    assert [count for body, count in handler.calls if body == b"x"] == list(
+        range(1, MAX_DELIVERY_COUNT + 1)
+    )
+    assert runtime.stats.completed == 1
 
 
 def test_retry_policy_is_data_and_backs_off_exponentially_to_a_cap() -> None:
