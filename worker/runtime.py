@@ -124,7 +124,12 @@ class Runtime:
                 continue
             idle = session is None
             if session is None:
-                if drain and self._in_flight:
+                if drain:
+                    if self._in_flight == 0 and await self._drained():
+                        self.stop()
+                        return
+                    # Something is queued but not deliverable yet (a retry's backoff, a
+                    # session a killed worker held): look again shortly, not at once.
                     await self._pause(DRAIN_POLL_SECONDS)
                 continue
             self._in_flight += 1

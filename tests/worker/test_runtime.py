@@ -12,7 +12,7 @@ from handlers.errors import PermanentError, RetryableError
 from worker.local.backend import open_local_backend
 from worker.ports import Backend, LockLost, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
-from worker.runtime import Runtime
+from worker.runtime import DRAIN_POLL_SECONDS, Runtime
 from worker.settings import Settings
 
 
@@ -366,3 +366,31 @@ def test_drain_asks_whether_the_queue_is_empty_before_it_waits_for_a_session(
     empty, nothing = spied_drain(tmp_path / "empty", [])
     # An empty queue is seen as drained before any accept.
     assert nothing == [] and empty.accept_waits == []
+
+
+def test_drain_polls_gently_while_a_retry_waits_out_its_backoff(tmp_path: Path) -> None:
+    # With nothing deliverable and nothing in flight, an accept that found nothing was
+    # tried again at once: a core spun for the whole backoff.
+    async def main() -> tuple[SpyQueue, ScriptedHandler, float]:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        await backend.queue.send(b"x", "s", message_id="m")
+        err = RetryableError("artifact_missing", "not yet")
+        handler = ScriptedHandler(backend, {b"x": [err, "done"]})
+        queue = SpyQueue(backend.queue)
+        runtime = Runtime(
+            handler,
+            queue,
+            concurrency=1,
+            retry=RetryPolicy(max_attempts=3, base_seconds=1.0),
+            lock_duration=60,
+            session_idle=0.05,
+            shutdown_grace=1,
+        )
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(runtime.run(drain=True), timeout=30)
+        await backend.close()
+        return queue, handler, asyncio.get_running_loop().time() - started
+
+    queue, handler, took = asyncio.run(main())
+    assert [count for _, count in handler.calls] == [1, 2] and took >= 0.9
+    assert len(queue.accept_waits) < 1.5 * took / DRAIN_POLL_SECONDS
