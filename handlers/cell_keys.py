@@ -159,10 +159,12 @@ def _number_keys(value: Any, readings: Readings) -> list[Key]:
         if not math.isfinite(value):
             return []
         # A float far from every number shown cannot round to one: skip the exact check.
+        # Past a float's 17 significant digits (and before 10.0**places overflows, at 309)
+        # the exact check decides alone.
         near = [
             places
             for places in readings.decimals
-            if _near(value * 10.0**places, places, readings.scaled)
+            if places > _FLOAT_DIGITS or _near(value * 10.0**places, places, readings.scaled)
         ]
         if not near:
             return []
@@ -175,6 +177,9 @@ def _number_keys(value: Any, readings: Readings) -> list[Key]:
         if number is not None:
             return [key for places in readings.decimals for key in _rounded(number[0], places)]
     return []
+
+
+_FLOAT_DIGITS = 17
 
 
 def _near(scaled: float, places: int, shown: frozenset[tuple[int, int]]) -> bool:

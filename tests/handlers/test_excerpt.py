@@ -259,3 +259,13 @@ def test_a_date_time_pasted_cut_and_in_another_offset_shows_its_instant(
     assert cell_matches(local, value)
     utc_cut = instant.isoformat(sep=separator, timespec=precision).removesuffix("+00:00")
     assert cell_matches(utc_cut, value)  # no zone means UTC
+
+
+@pytest.mark.parametrize("places", [17, 18, 308, 309, 400])
+def test_a_cell_with_more_decimals_than_a_float_holds_is_decided_exactly(places: int) -> None:
+    # 10.0**places overflowed past 308 places: the excerpt test raised OverflowError, and
+    # the turn was dead-lettered as a bug.
+    shown = "0." + "0" * (places - 1) + "1"
+    assert not cell_matches(shown, 1.5)
+    if places < 20:  # and one a float does show, written with more zeros than it holds
+        assert cell_matches("1." + "0" * places, 1.0)
