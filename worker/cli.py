@@ -259,10 +259,14 @@ def exports_get(export_id: str, output: Path | None) -> None:
         try:
             if output is not None:
                 tmp = output.with_name(f".{output.name}.part")
-                with tmp.open("wb") as sink:
-                    async for chunk in backend.blobs.read(path):
-                        sink.write(chunk)
-                tmp.replace(output)
+                try:
+                    with tmp.open("wb") as sink:
+                        async for chunk in backend.blobs.read(path):
+                            sink.write(chunk)
+                    tmp.replace(output)
+                except BaseException:
+                    tmp.unlink(missing_ok=True)  # a failed copy leaves nothing behind
+                    raise
             else:
                 out = sys.stdout.buffer
                 async for chunk in backend.blobs.read(path):

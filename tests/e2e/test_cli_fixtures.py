@@ -255,6 +255,19 @@ def test_missing_export_id_exits_1_with_a_clear_message(cli: Cli) -> None:
     assert len(proc.stderr.decode().strip().splitlines()) == 1
 
 
+def test_exports_get_that_fails_leaves_no_partial_file(cli: Cli) -> None:
+    cli.run("dev", "seed", str(FIXTURES / "headline.fixture.json"))
+    cli.run("run", "--drain")
+    [export] = cli.json("exports", "list")
+    for blob in (cli.home / "blobs").rglob("*.csv"):
+        blob.unlink()  # recorded, but its blob is gone
+    out = cli.home / "out"
+    out.mkdir()
+    proc = cli.run("exports", "get", export["export_id"], "-o", str(out / "f.csv"), check=False)
+    assert proc.returncode == 1 and "missing" in proc.stderr.decode()
+    assert list(out.iterdir()) == []
+
+
 def test_json_output_is_only_json(cli: Cli) -> None:
     for args in (
         ("dlq", "list"),
