@@ -19,6 +19,7 @@ import structlog.testing
 
 from worker.local import database
 from worker.local.database import CHECKPOINT_EVERY_WRITES, Database
+from worker.ports import TransientError
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS items (n INTEGER NOT NULL)"
 
@@ -186,3 +187,26 @@ def test_a_checkpoint_that_fails_does_not_fail_the_committed_write(
     assert [(line["log_level"], line["error"]) for line in failed] == [
         ("warning", "OperationalError")
     ]
+
+
+def test_a_full_disk_is_a_retryable_port_error_and_the_database_goes_on_after_it(
+    tmp_path: Path,
+) -> None:
+    # A raw OperationalError escaped the port: the runtime, which survives PortErrors, died
+    # when an accept met it, and a turn that met it was dead-lettered as a bug.
+    async def main() -> None:
+        db = Database(tmp_path / "worker.db", SCHEMA)
+        await db.write(_insert(0))
+        await db.write(lambda c: c.execute("PRAGMA max_page_count = 1").fetchall())  # at its size
+
+        def big(connection: sqlite3.Connection) -> None:
+            connection.execute("INSERT INTO items (n) VALUES (?)", (b"x" * 100_000,))
+
+        for _ in range(2):  # on the loop's connection, then again
+            with pytest.raises(TransientError, match="SQLITE_FULL"):
+                await db.write(big)
+        await db.write(_insert(1))  # a row that fits the pages left
+        assert await db.read(_count) == 2
+        await db.close()
+
+    asyncio.run(main())

@@ -101,6 +101,7 @@ class Database:
                 return _transaction(connection, work, begin)
             except sqlite3.OperationalError as exc:
                 if _transient(exc) is None:
+                    _raise_transient(exc)  # a full or failing disk
                     raise
                 return _DEFERRED  # rolled back; the thread waits for the lock
         finally:
@@ -226,10 +227,17 @@ def _statements(schema: str) -> list[str]:
 
 
 def _raise_transient(exc: sqlite3.OperationalError) -> None:
-    """Re-raise a lock wait that ran out as retryable; return for any other fault."""
+    """Re-raise a lock wait that ran out, a full disk or a failing one as retryable (an
+    operator can free or fix it; ports raise PortErrors, which the runtime retries and
+    survives); return for any other fault."""
     transient = _transient(exc)
+    if transient is None and getattr(exc, "sqlite_errorname", "").startswith(_DISK_FAULTS):
+        transient = TransientError(f"SQLite {exc.sqlite_errorname}")
     if transient is not None:
         raise transient from exc
+
+
+_DISK_FAULTS = ("SQLITE_FULL", "SQLITE_IOERR")
 
 
 def _transient(exc: sqlite3.OperationalError) -> TransientError | None:
