@@ -38,10 +38,12 @@ async def write_export(
 ) -> Written:
     """Serialise and upload; the blob becomes visible whole on commit or not at all."""
     if fmt == "xlsx":
-        from handlers.serialisers.xlsx_file import MAX_XLSX_DATA_ROWS
+        from handlers.serialisers import xlsx_file
 
-        if row_count > MAX_XLSX_DATA_ROWS:
+        if row_count > xlsx_file.MAX_XLSX_DATA_ROWS:
             raise TooLarge(f"{row_count} rows is more than a sheet holds")
+        if len(columns) > xlsx_file.MAX_XLSX_COLUMNS:
+            raise TooLarge(f"{len(columns)} columns is more than a sheet holds")
     upload = await blobs.upload(path, info)
     digest = hashlib.sha256()
     total = 0

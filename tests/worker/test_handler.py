@@ -221,6 +221,26 @@ def test_over_the_size_cap_is_too_large_and_leaves_no_file(tmp_path: Path) -> No
     run(tmp_path, headline(), body, max_export_bytes=10_000)
 
 
+def test_more_columns_than_a_sheet_holds_is_too_large_not_a_dead_letter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """files.md: a workbook that cannot hold the rows' columns is `too_large`, like one that
+    cannot hold their rows (the writer's ValueError had dead-lettered the turn)."""
+    from handlers.serialisers import xlsx_file
+
+    monkeypatch.setattr(xlsx_file, "MAX_XLSX_COLUMNS", 3)  # the headline's rows have 4
+    fixture = headline()
+    fixture["messages"][0]["content"] = "Retrieve the BatteryVoltage1 history as an excel sheet"
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        record = await handler.handle(message)
+        assert record.decision == "too_large" and record.export is None
+        assert record.format == "xlsx"
+        assert await backend.publisher.sent() == []
+
+    run(tmp_path, fixture, body)
+
+
 def test_published_turn_is_completed_at_once_without_reading(tmp_path: Path) -> None:
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
         first = await handler.handle(message)
