@@ -21,7 +21,7 @@ from structlog.contextvars import bound_contextvars, get_contextvars
 
 from worker.logs import get_logger
 from worker.observer import NO_OBSERVER, Handling, RuntimeObserver
-from worker.ports import Consumer, LockLost, PortError, QueueMessage, Session
+from worker.ports import Consumer, LockLost, QueueMessage, Session
 from worker.retry_policy import RetryPolicy
 from worker.settlement import Abandon, Complete, DeadLetter, settle, where_raised
 
@@ -118,7 +118,7 @@ class Runtime:
             try:
                 with self.observer.waiting(accept_wait):
                     session = await self.queue.accept_session(accept_wait)
-            except PortError as exc:
+            except Exception as exc:  # a port's error, or an SDK's the adapter let through
                 self._log.warning("session_accept_failed", error=type(exc).__name__)
                 await self._pause(1.0)
                 continue
@@ -308,14 +308,14 @@ class Runtime:
             except LockLost:
                 lock_lost.set()
                 return
-            except PortError as exc:
+            except Exception as exc:  # tried again at the next interval, while the lock lasts
                 self._log.warning("lock_renewal_failed", error=type(exc).__name__)
 
     async def _drained(self) -> bool:
         """Whether the queue is drained; a check that failed says no (asked again later)."""
         try:
             return await self.queue.is_drained()
-        except PortError as exc:
+        except Exception as exc:
             self._log.warning("drain_check_failed", error=type(exc).__name__)
             await self._pause(1.0)
             return False

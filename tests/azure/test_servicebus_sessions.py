@@ -22,7 +22,7 @@ from worker.azure.sessions import (
     settle_deadline,
 )
 from worker.call_retries import retried
-from worker.ports import FIRST_DELIVERY, LockLost, Session
+from worker.ports import FIRST_DELIVERY, LockLost, Session, TransientError
 from worker.retry_policy import RetryPolicy
 
 EMULATOR = (
@@ -301,3 +301,37 @@ def test_a_receive_waits_for_a_parked_delivery_falling_due_within_its_wait() -> 
         assert again is not None and again.delivery_count == message.delivery_count + 1
 
     run(main())
+
+
+def test_a_body_with_no_bytes_form_reaches_the_handler_to_be_dead_lettered() -> None:
+    # An AMQP sequence section comes back as lists (its strings as bytes): json.dumps had
+    # raised in receive, after the SDK locked the message and before the runtime held it,
+    # so it was never settled and came back, uncounted, ahead of its session's turns.
+    async def main() -> None:
+        receiver = Receiver()
+        message = raw(1, b"")
+        message.body = iter([[b"turn.completed"]])
+        message.application_properties = {b"k\xff": b"v\xfe"}
+        receiver.queue = [message]
+        received = await session_on(receiver).receive(0)
+        assert received is not None
+        assert received.body == b"" and received.properties == {"k\ufffd": "v\ufffd"}
+
+    asyncio.run(main())
+
+
+def test_a_settlement_with_an_unknown_outcome_gives_the_session_up() -> None:
+    # The message may still be locked to this session: handing out the one behind it would
+    # let it overtake (FIFO inside a session).
+    async def main() -> None:
+        receiver = Receiver(b"turn-1", b"turn-2")
+        session = session_on(receiver)
+        first = await session.receive(0)
+        assert first is not None
+        receiver.fail["abandon"] = sb.OperationTimeoutError(message="management link timed out")
+        with pytest.raises(TransientError):
+            await session.abandon(first)
+        with pytest.raises(LockLost):
+            await session.receive(0)
+
+    asyncio.run(main())

@@ -394,3 +394,35 @@ def test_drain_polls_gently_while_a_retry_waits_out_its_backoff(tmp_path: Path) 
     queue, handler, took = asyncio.run(main())
     assert [count for _, count in handler.calls] == [1, 2] and took >= 0.9
     assert len(queue.accept_waits) < 1.5 * took / DRAIN_POLL_SECONDS
+
+
+def test_an_error_outside_the_port_errors_on_accept_does_not_end_the_run() -> None:
+    # An SDK error the adapter let through (a token fetch that failed: ServiceBusError, not
+    # retryable) ended run() with worker_failed, cutting off the other sessions' turns.
+    calls: list[float] = []
+
+    class Queue:
+        async def accept_session(self, max_wait: float) -> None:
+            calls.append(max_wait)
+            if len(calls) == 1:
+                raise RuntimeError("Handler failed: ClientAuthenticationError")
+            runtime.stop()
+
+        async def is_drained(self) -> bool:
+            return False
+
+    class Handler:
+        async def handle(self, message: QueueMessage) -> Any:
+            raise AssertionError("no message was accepted")
+
+    runtime = Runtime(
+        Handler(),
+        Queue(),  # type: ignore[arg-type]
+        concurrency=1,
+        retry=RetryPolicy.no_waiting(),
+        lock_duration=30,
+        session_idle=0.1,
+        shutdown_grace=1,
+    )
+    asyncio.run(asyncio.wait_for(runtime.run(), timeout=10))
+    assert len(calls) == 2

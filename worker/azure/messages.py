@@ -44,15 +44,23 @@ def session_properties(session_id: str, properties: Mapping[str, Any]) -> dict[s
 def sent_session(raw: ServiceBusReceivedMessage) -> str:
     """The session id the message was sent with."""
     for key, value in (raw.application_properties or {}).items():
-        name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
         if name == SENT_SESSION_KEY:
             return value.decode("utf-8") if isinstance(value, bytes) else str(value)
     return raw.session_id or ""
 
 
 def body_bytes(raw: ServiceBusReceivedMessage) -> bytes:
-    """The message body as bytes, whatever AMQP body section carried it."""
-    body = raw.body
+    """The message body as bytes, whatever AMQP body section carried it; b"" for one that
+    has no bytes form (a sequence of lists): the handler dead-letters it as invalid, where
+    an error here would leave it locked, unsettled, back at its session's head for ever."""
+    try:
+        return _body_bytes(raw.body)
+    except (TypeError, ValueError):
+        return b""
+
+
+def _body_bytes(body: Any) -> bytes:
     if isinstance(body, bytes | bytearray):
         return bytes(body)
     if isinstance(body, str):
@@ -71,10 +79,10 @@ def decoded_properties(raw: ServiceBusReceivedMessage) -> dict[str, Any]:
     bookkeeping kept there (Service Bus's dead-letter reason, the session id as sent)."""
     decoded: dict[str, Any] = {}
     for key, value in (raw.application_properties or {}).items():
-        name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
         if name in _OWN_KEYS:
             continue
-        decoded[name] = value.decode("utf-8") if isinstance(value, bytes) else value
+        decoded[name] = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
     return decoded
 
 

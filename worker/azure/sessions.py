@@ -220,7 +220,14 @@ class AzureSession:
         """Send the delivery's one disposition; it is forgotten whatever the outcome."""
         raw = self._holding(message).raw
         self._held = None
-        await self._call(lambda: settle(raw), SDK_SETTLE_OUTCOME_SECONDS + self._limits.timeout)
+        try:
+            await self._call(lambda: settle(raw), SDK_SETTLE_OUTCOME_SECONDS + self._limits.timeout)
+        except BaseException:
+            # Its outcome is unknown: the message may still be locked to this session, and
+            # the next receive would hand out the one behind it first. Given up, the
+            # session is closed and the message goes to the next holder, in order.
+            self._given_up = True
+            raise
 
     async def _call(self, operation: Callable[[], Awaitable[T]], sdk_bound: float) -> T:
         """One SDK call on the receiver, within the SDK's bound plus the backstop."""
