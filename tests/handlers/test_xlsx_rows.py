@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from handlers.serialisers import ColumnBlock, xlsx_file
 from handlers.serialisers.headers import unique_headers
-from handlers.serialisers.xlsx_file import write_xlsx
+from tests.handlers.test_serialiser_properties import xlsx_bytes as workbook
 
 # Text that reaches every branch of a cell's escaping: XML's characters, control
 # characters, OOXML's escape and its look-alikes, white space at either end, U+FFFE/U+FFFF,
@@ -63,12 +63,6 @@ def tables(draw: st.DrawFn) -> tuple[list[str], list[list[Any]]]:
     columns = unique_headers(draw(st.lists(texts, max_size=5)))
     row = st.lists(values, max_size=len(columns))
     return columns, draw(st.lists(row, max_size=10))
-
-
-def workbook(columns: Sequence[str], rows: Sequence[Any]) -> bytes:
-    sink = io.BytesIO()
-    write_xlsx(columns, rows, sink)
-    return sink.getvalue()
 
 
 def reference(columns: Sequence[str], rows: Sequence[Any], monkeypatch: Any) -> bytes:
