@@ -371,6 +371,25 @@ def test_excerpt_table_loses_to_the_action_rows() -> None:
     assert outcome.row_source == "action_rows" and len(rows) == 50
 
 
+def test_excerpt_table_with_a_secret_column_still_loses_to_the_action_rows() -> None:
+    # Step 7 compares the table with the rows as retrieved, before step 8 drops secret
+    # keys; the rows lose them as they are read, so the table's secret columns are set
+    # aside too. Compared with the cleaned rows, `Token` was no action column: the 3-row
+    # table won, and was then exported without it.
+    chat = Chat()
+    chat.user("Export the token prices to csv")
+    chat.tools(
+        ("list_prices", {"items": [{"token": f"T{i}", "price": 100 + i} for i in range(30)]})
+    )
+    chat.reply(
+        "First prices:\n\n| Token | Price |\n|---|---|\n| T0 | 100 |\n| T1 | 101 |\n| T2 | 102 |\n"
+    )
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan)
+    assert (outcome.row_source, outcome.why.rule) == ("action_rows", "excerpt_replaced")
+    assert len(rows) == 30 and all(list(row) == ["price"] for row in rows)
+
+
 def test_composed_table_wins_over_action_rows() -> None:
     chat = Chat()
     chat.user("create a csv")
