@@ -54,6 +54,9 @@ class _Record(msgspec.Struct, frozen=True):
     quoted: list[bool]
     text: str  # the record's own text, for the prose checks
     end: int  # index of the line after it
+    # Reads like a sentence by its length alone (`_reads_like_prose`): a row only between
+    # rows of its block, never its header or its last line.
+    prose_like: bool = False
 
 
 def find_table(text: str) -> Table | None:
@@ -172,16 +175,30 @@ def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[
         if header is None or len(header.cells) < 2 or _is_elision(header.cells):
             i += 1
             continue
+        if header.prose_like:
+            i += 1
+            continue
         rows: list[list[str]] = []
-        end = header.end
+        # Records that read like sentences wait here: rows if a plain row follows them in
+        # the block (a long comment cell, say), prose after the block if none does.
+        waiting: list[list[str]] = []
+        end = block_end = header.end
         while end < len(lines) and (row := record_at(end)) is not None:
             if _is_elision(row.cells):
                 end = row.end
                 continue
             if len(row.cells) != len(header.cells):
                 break
-            rows.append(row.cells)
             end = row.end
+            if row.prose_like:
+                waiting.append(row.cells)
+                continue
+            rows.extend(waiting)
+            waiting.clear()
+            rows.append(row.cells)
+            block_end = end
+        if waiting:
+            end = block_end  # the block ended before them: they are prose after it
         table = _table(header.cells, rows, len(header.cells))
         if table is not None:
             tables.append((i, table))
@@ -197,8 +214,7 @@ def _tsv_record(lines: list[str | None], index: int) -> _Record | None:
         # A lone `...` is an elided-rows marker inside a block, not the end of it.
         return _Record([line], [False], line, index + 1) if _is_elision([line]) else None
     cells = line.split("\t")
-    record = _Record(cells, [False] * len(cells), line, index + 1)
-    return None if _is_prose(record) else record
+    return _judged(_Record(cells, [False] * len(cells), line, index + 1))
 
 
 def _csv_record(lines: list[str | None], index: int) -> _Record | None:
@@ -210,7 +226,7 @@ def _csv_record(lines: list[str | None], index: int) -> _Record | None:
     if record is None or (len(record.cells) < 2 and not _is_elision(record.cells)):
         # One field is no row, but an elided-rows marker (`...`) may sit inside a block.
         return None
-    return None if _is_prose(record) else record
+    return _judged(record)
 
 
 def _read_csv(lines: list[str | None], index: int) -> _Record | None:
@@ -267,22 +283,40 @@ def _is_row_like(line: str) -> bool:
     return bool(stripped) and not stripped.startswith("#") and not _LIST_ITEM.match(line)
 
 
+def _judged(record: _Record) -> _Record | None:
+    """None for a line that is prose wherever it stands; the record, marked when only its
+    length makes it read like a sentence."""
+    if _is_prose(record):
+        return None
+    if _reads_like_prose(record):
+        return msgspec.structs.replace(record, prose_like=True)
+    return record
+
+
 def _is_prose(record: _Record) -> bool:
-    """A sentence with a comma or a tab is not a row: it introduces, exclaims, asks or runs on.
+    """A line that introduces, exclaims or asks (ends in `:`, `!` or `?`), or names a source,
+    is not a row, even with a comma or a tab.
 
     Only unquoted cells are judged: a quoted cell is deliberate, whatever it holds.
     """
     stripped = record.text.strip()
     if _SOURCE_LINE.match(stripped):
         return True
+    if all(record.quoted):
+        return False
+    return not record.quoted[-1] and stripped.endswith((":", "!", "?"))
+
+
+def _reads_like_prose(record: _Record) -> bool:
+    """A sentence that runs on (a cell of many words), or several words ending in a full
+    stop. Data cells can look so too (a comment column): such a record is a row between
+    rows of its block, and prose before or after it (`_delimited_tables`)."""
     words = [len(c.split()) for c, q in zip(record.cells, record.quoted, strict=True) if not q]
     if not words:
         return False
-    if not record.quoted[-1] and stripped.endswith((":", "!", "?")):
-        return True
     if max(words) >= _PROSE_WORDS:
         return True
-    # A data cell may end with a full stop; a row of several words that does is a sentence.
+    stripped = record.text.strip()
     return not record.quoted[-1] and stripped.endswith(".") and sum(words) >= 4 and max(words) >= 2
 
 

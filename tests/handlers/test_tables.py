@@ -120,6 +120,35 @@ def test_sentence_with_the_headers_cell_count_is_not_a_row() -> None:
     assert table.rows == (("00:00", "V1", "12.45"),)
 
 
+@pytest.mark.parametrize(
+    "comment",
+    ["Voltage dropped below the threshold twice during the night shift", "Replaced the battery."],
+)
+@pytest.mark.parametrize("at", [0, 1, 2])
+def test_a_row_that_reads_like_a_sentence_between_rows_of_its_block_is_a_row(
+    comment: str, at: int
+) -> None:
+    # A comment column's long text ended the block: its rows after it were lost, or (at the
+    # first row) the table was not found at all.
+    rows = [["north", "1", "ok"], ["south", "2", "ok"], ["west", "4", "ok"]]
+    rows.insert(at, ["east", "3", comment])
+    reply = "Averages:\nsite,avg,comment\n" + "\n".join(",".join(r) for r in rows) + "\nDone."
+    table = find_table(reply)
+    assert table is not None and table.columns == ("site", "avg", "comment")
+    assert table.rows == tuple(tuple(r) for r in rows)
+
+
+def test_sentences_after_a_block_stay_out_of_it_however_many() -> None:
+    reply = (
+        "site,avg\nnorth,1\nsouth,2\n"
+        "All in all, the voltage stayed within its limits for the whole week.\n"
+        "Next week, we will look at the currents.\n"
+    )
+    assert find_table(reply) == Table(
+        columns=("site", "avg"), rows=(("north", "1"), ("south", "2"))
+    )
+
+
 def test_largest_candidate_wins() -> None:
     reply = "| a | b |\n|---|---|\n| 1 | 2 |\n\nx,y\n1,2\n3,4\n5,6\n\np\tq\n1\t2\n3\t4\n"
     table = find_table(reply)
