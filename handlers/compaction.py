@@ -9,6 +9,7 @@ limits below are load-bearing for that estimate: a guard test pins them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from itertools import islice
 from typing import Any
@@ -58,6 +59,46 @@ def estimate_rows(citation: CompactCitation | Mapping[str, Any] | None) -> int |
     items = list(source.items)
     hidden = _remaining_items(items[-1]) if items else None
     return len(items) if hidden is None else len(items) - 1 + hidden
+
+
+def bounding_estimate(citation: CompactCitation | Mapping[str, Any] | None) -> int | None:
+    """`estimate_rows` when the result cannot hold more rows than it says; None otherwise.
+
+    A `row_count`, or a compacted list's length plus its `remaining_items`, counts the rows
+    exactly. A compacted result whose rows are not a list may hide them in what compaction
+    cut: a truncated JSON string reads as one row, and so does a placeholder or a dict whose
+    rows key was past the twelfth. The dominance rule reads a group after another only on
+    an estimate that bounds its rows (docs/contract/decision.md step 7)."""
+    estimate = estimate_rows(citation)
+    if estimate is None:
+        return None
+    if isinstance(citation, CompactCitation):
+        row_count, result = citation.row_count, citation.result
+    else:
+        assert citation is not None
+        row_count, result = citation.get("row_count"), citation.get("result")
+    if isinstance(row_count, int) and not isinstance(row_count, bool):
+        return estimate
+    if locate_rows(result).items is not None or not _was_cut(result):
+        return estimate
+    return None
+
+
+def _was_cut(value: Any) -> bool:
+    """Whether compaction cut something out of this compacted value."""
+    if isinstance(value, str):
+        return _CUT_TEXT.search(value) is not None
+    if isinstance(value, Mapping):
+        return REMAINING_KEYS in value or any(_was_cut(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_was_cut(v) for v in value) or (
+            bool(value) and _remaining_items(value[-1]) is not None
+        )
+    return False
+
+
+# A string `_compact` truncated, or a container it replaced with a placeholder.
+_CUT_TEXT = re.compile(r"…\[truncated \d+ chars\]$|^<(?:list with \d+ items|dict with \d+ keys)>$")
 
 
 def _compact(value: Any, level: int) -> Any:

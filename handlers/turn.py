@@ -25,7 +25,7 @@ import msgspec
 from msgspec.structs import replace
 
 from handlers import carry_forward
-from handlers.compaction import estimate_rows
+from handlers.compaction import bounding_estimate
 from handlers.dataset import RowCollector
 from handlers.errors import RetryableError
 from handlers.export_paths import (
@@ -289,14 +289,15 @@ def _dominant_first(
 ) -> tuple[tuple[ResultRef, ...], DeferredGroups | None]:
     """Split refs into (fetch now, the groups held back until the dominant one is read).
 
-    When every citation gives an estimate and one action's estimate dwarfs all others (the
-    dominance rule), only that action's artifacts are read first: the others were lookups.
-    Estimates bound the real rows from above (de-duplication only removes rows), so if the
-    dominant group's real rows still dominate the others' estimates, the others would lose.
+    When every citation gives an estimate that bounds its rows (`bounding_estimate`) and one
+    action's estimate dwarfs all others (the dominance rule), only that action's artifacts
+    are read first: the others were lookups. The others' estimates bound their real rows from
+    above (de-duplication only removes rows), so if the dominant group's real rows still
+    dominate those estimates, the others would lose.
     """
     totals: dict[str, int] = {}
     for ref in refs:
-        estimate = estimate_rows(ref.citation)
+        estimate = bounding_estimate(ref.citation)
         if estimate is None:
             return tuple(refs), None
         totals[ref.action] = totals.get(ref.action, 0) + estimate

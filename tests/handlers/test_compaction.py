@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from handlers.compaction import build_citation, compact, estimate_rows
+from handlers.compaction import bounding_estimate, build_citation, compact, estimate_rows
 from schemas.documents import CompactCitation
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
@@ -133,3 +133,24 @@ def test_citation_matches_the_fixtures_golden_citations(
     fixture: str, call_id: str, raw: Any, stored: dict[str, Any]
 ) -> None:
     assert build_citation(raw) == stored
+
+
+@pytest.mark.parametrize(
+    ("result", "bound"),
+    [
+        ([{"a": i} for i in range(50)], 50),  # a list: its length and remaining_items, exact
+        ({"items": [{"a": i} for i in range(8)], "note": "x" * 500}, 8),  # cut, rows a list
+        ({"id": 1, "name": "sat-07"}, 1),  # one row, nothing cut
+        ('[{"a": 1}, {"a": 2}]', 2),  # a short JSON string, parsed whole
+        ("x" * 500, None),  # a cut string: it read as 1 row
+        ({f"k{i}": i for i in range(13)}, None),  # keys past the twelfth: rows may be there
+        ({"a": {"b": {"c": {"rows": [1, 2, 3]}}}}, None),  # a placeholder
+    ],
+)
+def test_bounding_estimate_is_the_estimate_only_when_nothing_may_hide_rows(
+    result: Any, bound: int | None
+) -> None:
+    citation = build_citation(result)
+    assert bounding_estimate(citation) == citation["row_count"]  # a row_count always bounds
+    del citation["row_count"]
+    assert bounding_estimate(citation) == bound

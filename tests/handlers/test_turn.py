@@ -421,6 +421,27 @@ def test_dominant_group_used_alone_and_lookups_never_read() -> None:
     assert len(read) == 2
 
 
+@pytest.mark.parametrize("cut", ["json_string", "rows_key_past_the_twelfth"])
+def test_a_citation_whose_rows_compaction_cut_is_no_bound_for_dominance(cut: str) -> None:
+    # Without a row_count the estimate comes from the compacted result. A JSON string cut at
+    # 400 characters reads as 1 row, and so does a dict whose rows key compaction dropped:
+    # 100 history rows then "dominated" 50 sites, and the sites were never read.
+    sites = [{"site": f"s{i}", "status": "ok"} for i in range(50)]
+    result: Any = json.dumps(sites)
+    if cut == "rows_key_past_the_twelfth":
+        result = {**{f"meta{i}": i for i in range(12)}, "items": sites}
+    chat = Chat()
+    chat.user("export everything as csv")
+    chat.tools(("history", samples(100)), ("list_sites", result))
+    for ref in chat.messages[-1]["results"]:
+        if ref["name"] == "list_sites":
+            del ref["citation"]["row_count"]
+    chat.reply("Here you go.")
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
+    assert outcome.selection.combined and len(read) == 2 and len(rows) == 150
+
+
 def test_overstated_citation_makes_the_core_read_the_other_groups() -> None:
     chat = Chat()
     chat.user("create a csv")
