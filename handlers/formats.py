@@ -8,7 +8,9 @@ The text is read sentence by sentence; each mention of a format is judged in its
   "csvs", ".csv" and "CSV" count and "jsonify" or "jsonl" do not.
 - A negated mention does not request: a negation ("don't", "not", "no", "never",
   "without", "instead of", "rather than", ...) earlier in the same clause, at most eight
-  words back, with no "but" and no "and <verb>" between resetting it.
+  words back, with no "but" and no "and <verb>" between resetting it. Before a conversion
+  target, a negation that describes the data ("the rows with no errors to csv") does not
+  refuse it (`_describes_data`).
 - A mention whose nearest earlier cue in its sentence talks about the format ("what is",
   "how do I", "explain", "better than", ...) does not request.
 - In a question (ends with "?", or opens like one: "what is", "is", "does", ...) a
@@ -163,6 +165,19 @@ _NEGATION_BIGRAMS: Final = frozenset({("instead", "of"), ("rather", "than")})
 # "don't forget to create a csv" asks for one; "not only csv but" does not refuse it.
 _NEGATION_EXEMPT_NEXT: Final = frozenset({"forget", "hesitate", "mind", "only", "just"})
 _RESETS: Final = frozenset({"but", "however", "though", "although"})
+# Negations that may describe the data ("with no errors", "except the test rows") and who
+# says a negation that refuses ("I don't", "please never", "do not", "just not").
+_DESCRIPTIVE_NEGATIONS: Final = frozenset(
+    {"no", "not", "never", "without", "none", "except", "excluding"}
+)
+_SPEAKERS: Final = frozenset(
+    {
+        "i", "we", "you", "please", "just", "do", "does", "did", "so", "then", "and", "or",
+        "it", "id", "wed", "youd", "ill", "well", "lets", "would", "should", "could", "can",
+        "will", "must", "may", "might", "rather", "better", "but", "also", "really",
+    }
+)  # fmt: skip
+_TARGET_WORDS: Final = frozenset({"to", "into", "as", "in", "a", "an", "the"})
 
 _SentenceKind = Literal["statement", "polite", "fragment", "interrogative"]
 
@@ -192,10 +207,10 @@ def _requested_in(sentence: str) -> list[_Mention]:
     cues = _cues(sentence)
     requested = []
     for mention in mentions:
-        if _is_negated(sentence, mention.start):
-            continue
         before = sentence[: mention.start]
         target = _is_target(before)
+        if _is_negated(sentence, mention.start, target):
+            continue
         if not target and _is_input(before):
             continue
         cue = _nearest_cue(cues, mention.start)
@@ -266,8 +281,9 @@ def _nearest_cue(cues: list[tuple[int, _Cue]], position: int) -> _Cue | None:
     return before[-1] if before else None
 
 
-def _is_negated(sentence: str, position: int) -> bool:
-    """Whether a negation earlier in the mention's clause refuses it."""
+def _is_negated(sentence: str, position: int, target: bool = False) -> bool:
+    """Whether a negation earlier in the mention's clause refuses it (a conversion target's
+    is not refused by one that describes the data: `_describes_data`)."""
     clause = _CLAUSE_BREAK.split(sentence[:position])[-1]
     words = _WORD.findall(clause.lower())
     start = 0
@@ -275,13 +291,34 @@ def _is_negated(sentence: str, position: int) -> bool:
         follows_verb = i + 1 < len(words) and _REQUEST_CUE.fullmatch(words[i + 1]) is not None
         if word in _RESETS or (word in ("and", "or", "then", "so") and follows_verb):
             start = i + 1
-    window = words[max(start, len(words) - _NEGATION_WINDOW) :]
+    first = max(start, len(words) - _NEGATION_WINDOW)
+    window = words[first:]
     for i, word in enumerate(window):
         following = window[i + 1] if i + 1 < len(window) else ""
         if following in _NEGATION_EXEMPT_NEXT:
             continue
         if word.endswith("n't") or word.replace("'", "") in _NEGATIONS:
+            if target and _describes_data(words, first + i):
+                continue
             return True
         if (word, following) in _NEGATION_BIGRAMS:
             return True
     return False
+
+
+def _describes_data(words: list[str], at: int) -> bool:
+    """Whether the negation at `words[at]`, before a conversion target, says which data
+    ("the rows with no errors to csv", "users who never logged in as csv", "sensors not
+    reporting as csv") rather than refusing the file: it follows a word of the data's
+    description, not a speaker or a clause's start ("I don't", "please never", "do not"),
+    a word that is neither a verb of asking nor a preposition or article follows it, and no
+    verb of asking ("create", "export", "want", ...) comes between it and the format."""
+    negation = words[at].replace("'", "")
+    if not (negation.endswith("nt") or negation in _DESCRIPTIVE_NEGATIONS):
+        return False
+    if at == 0 or words[at - 1] in _SPEAKERS:
+        return False
+    after = words[at + 1 :]
+    if all(word in _TARGET_WORDS for word in after):
+        return False  # "not as csv", "not a csv"
+    return not any(_REQUEST_CUE.fullmatch(word) for word in after)

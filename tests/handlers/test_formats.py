@@ -66,6 +66,20 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("negation", "instead of csv, give me json", "json"),
     ("negation", "don't include the timestamps and export a csv", "csv"),
     ("negation", "give me a CSV file, not an XLSX", "csv"),
+    ("negation", "I don't want it as csv", None),
+    ("negation", "Please never send it as an xlsx", None),
+    ("negation", "Do not export the readings as csv", None),
+    ("negation", "export it but not as a csv", None),
+    ("negation", "I'd rather not get the rows as csv", None),
+    ("negation", "the rows with no errors, not as csv", None),
+    # a negation that says which data, before a conversion target, does not refuse it
+    ("negation", "Export the rows with no errors to csv", "csv"),
+    ("negation", "Give me the readings with no gaps as a csv", "csv"),
+    ("negation", "Export the list of users who never logged in as csv", "csv"),
+    ("negation", "Export sensors not reporting as csv", "csv"),
+    ("negation", "Put the devices with no firmware update into a json file", "json"),
+    ("negation", "Export all sensors except the broken ones as xlsx", "xlsx"),
+    ("negation", "Export the rows that don't have errors as csv", None),  # "have" may ask
     # questions about a format do not request
     ("question", "what is XML?", None),
     ("question", "what's a csv file", None),
