@@ -20,6 +20,10 @@ a table the model composed. Derived means one of these, not negated in its claus
 - ordering: "sorted by", "order by", ascending/descending. A sort is derived: the raw
   rows keep call order, so only a table the model wrote can honour it.
 
+A cue that is also a name of data (forecast, peak, max, anomaly, trend, statistics,
+summary, average, "daily data") is set aside when its words are among the words of the
+turn's current groups: "export the weather forecast as csv" after `get_forecast`.
+
 Filters that belong to the retrieval itself ("the last 24 hours", "between 00:00 and
 01:00", "for instance sat-07") are not derived: the action already applied them.
 """
@@ -27,7 +31,10 @@ Filters that belong to the retrieval itself ("the last 24 hours", "between 00:00
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Final
+
+from handlers.relevance import subject_words
 
 _I: Final = re.IGNORECASE
 _TIME_UNIT: Final = r"(?:seconds?|minutes?|mins?|hours?|days?|weeks?|months?|quarters?|years?)"
@@ -37,17 +44,12 @@ _DERIVED: Final[tuple[re.Pattern[str], ...]] = tuple(
     for pattern in (
         # calculation
         r"\b(?:calculat|comput)(?:e|es|ed|ing|ion|ions)\b",
-        r"\baverag(?:e|es|ed|ing)\b|\bmedians?\b|\bpercentiles?\b|\bstd\b|\bstdev\b",
-        r"\bstandard\s+deviations?\b|\bvariances?\b|\bstat(?:s|istics?)\b",
         r"\bsum(?:s|med|ming)?\b|\btotals?\s+(?:of|for|per|by)\b|\btotals\b",
         r"\b(?:running|grand|sub)[\s-]?totals?\b|\btotal(?:ed|ing|led|ling)\b",
         r"\bcount(?:s|ed|ing)?\s+(?:of|the|per|by)\b",
         # bare "min" is too often minutes ("the last 30 min"), so it needs a partner
-        r"\b(?:max|maxima|minima|minimum|maximum|highest|lowest|peak)\b",
         r"\bmin\s*(?:and|&|/)\s*max\b|\b(?:the|its|their)\s+min\b",
-        r"\b(?:trends?|correlat\w*|regressions?|anomal\w*|outliers?|forecast\w*)\b",
         # summary and labelling
-        r"\bsummar(?:y|ies|ize|ized|izes|izing|ise|ised|ises|ising)\b",
         r"\bclassif\w*|\bcategori[sz]\w*|\brank(?:ed|ing|s)?\b",
         # grouping and reshaping
         r"\bgroup(?:ed|ing|s)?\s+(?:\w+\s+){0,2}?(?:by|per|into)\b",
@@ -58,8 +60,6 @@ _DERIVED: Final[tuple[re.Pattern[str], ...]] = tuple(
         rf"\b(?:one|a|single)\s+row\s+(?:per|for\s+each|each|every)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
         rf"\b(?:per|by|every|each)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
         r"\b(?:re|down|up)sampl\w*|\b(?:bucket|bin)(?:s|ed|ing|ned|ning)?\s+(?:by|per|into)\b",
-        r"\b(?:hourly|daily|weekly|monthly|yearly)\s+(?:values|rows|buckets|figures|readings"
-        r"|samples|intervals|data|means|maxima|minima)\b",
         # selection
         r"\b(?:only|just|select(?:ed|ing)?|keep(?:ing)?|drop(?:ping)?|remov(?:e|ing)"
         r"|exclud(?:e|ing)|without|renam(?:e|ing)|reorder(?:ing)?|except|omit(?:ting)?"
@@ -72,6 +72,25 @@ _DERIVED: Final[tuple[re.Pattern[str], ...]] = tuple(
         # ordering
         r"\b(?:sort(?:ed|ing|s)?|order(?:ed)?)\s+(?:\w+\s+){0,2}?by\b",
         r"\b(?:ascending|descending)\b|\breverse\s+(?:chronological\s+)?order\b",
+    )
+)
+
+
+# Cues that may also be the data's own name: a tool's "forecast", a "peak_power" column, the
+# "daily data" an action returns. Such a cue is set aside when its words are among the
+# words of the turn's current groups (their action names, call arguments, columns and
+# citation strings: `handlers.relevance`): the request then names the data, not a
+# computation on it.
+_MAY_NAME_DATA: Final[tuple[re.Pattern[str], ...]] = tuple(
+    re.compile(pattern, _I)
+    for pattern in (
+        r"\baverag(?:e|es|ed|ing)\b|\bmedians?\b|\bpercentiles?\b|\bstd\b|\bstdev\b",
+        r"\bstandard\s+deviations?\b|\bvariances?\b|\bstat(?:s|istics?)\b",
+        r"\b(?:max|maxima|minima|minimum|maximum|highest|lowest|peak)\b",
+        r"\b(?:trends?|correlat\w*|regressions?|anomal\w*|outliers?|forecast\w*)\b",
+        r"\bsummar(?:y|ies|ize|ized|izes|izing|ise|ised|ises|ising)\b",
+        r"\b(?:hourly|daily|weekly|monthly|yearly)\s+(?:values|rows|buckets|figures|readings"
+        r"|samples|intervals|data|means|maxima|minima)\b",
     )
 )
 
@@ -88,13 +107,25 @@ _NEGATIONS: Final = frozenset({"no", "not", "never", "without", "nor", "dont", "
 _NEGATION_WINDOW: Final = 4
 
 
-def is_derived_request(text: str) -> bool:
-    """True when a request asks for derived output (calculation, summary, selection, reshaping)."""
+def is_derived_request(
+    text: str, names_data: Callable[[frozenset[str]], bool] | None = None
+) -> bool:
+    """True when a request asks for derived output (calculation, summary, selection,
+    reshaping). `names_data(words)`: whether the words name some of the turn's data; a cue
+    of `_MAY_NAME_DATA` whose subject words do is no request for a computation."""
     normalised = text.replace("\u2019", "'")
     for pattern in _DERIVED:
         for match in pattern.finditer(normalised):
             if not _is_negated(normalised, match.start()):
                 return True
+    for pattern in _MAY_NAME_DATA:
+        for match in pattern.finditer(normalised):
+            if _is_negated(normalised, match.start()):
+                continue
+            named = subject_words(match.group())
+            if names_data is not None and named and names_data(named):
+                continue
+            return True
     return any(
         not _is_speech_mean(normalised, match.start())
         and not _is_negated(normalised, match.start())

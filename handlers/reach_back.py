@@ -119,6 +119,11 @@ def _turn_recency(found: Sequence[Candidate]) -> dict[str, int]:
     return latest
 
 
+def names_a_group(named: frozenset[str], groups: Sequence[Candidate]) -> bool:
+    """Whether one of the words is a word of one of the groups (relevance's words)."""
+    return any(_score(named, group.action, group.refs) > 0 for group in groups)
+
+
 def _score(subject: frozenset[str], action: str, members: Sequence[ResultRef]) -> int:
     columns = [col for ref in members if ref.citation is not None for col in ref.citation.columns]
     results = [ref.citation.result for ref in members if ref.citation is not None]

@@ -82,3 +82,40 @@ def test_one_row_per_sample_is_the_raw_grain_but_per_hour_resamples() -> None:
 def test_negated_derived_cue_is_not_derived() -> None:
     assert not is_derived_request("don't average anything")
     assert is_derived_request("don't export raw rows, average them")
+
+
+@pytest.mark.parametrize(
+    ("text", "data_words"),
+    [
+        ("Export the weather forecast as csv", {"weather", "forecast"}),
+        ("Export the anomaly events to csv", {"anomaly", "events"}),
+        ("Export the peak power readings to a csv", {"peak", "power"}),
+        ("Create a csv of the Max Voltage values", {"max", "voltage"}),
+        ("Download the daily data as csv", {"daily", "readings"}),
+        ("Export the stats endpoint output as json", {"stats"}),
+        ("Export the summary table as csv", {"summary"}),
+        ("Export the average temperatures as csv", {"average", "temperature"}),
+    ],
+)
+def test_a_cue_that_is_the_datas_own_name_is_no_computation(
+    text: str, data_words: set[str]
+) -> None:
+    # A tool's "forecast", a "peak_power" column: the request names the data it retrieved.
+    def names_data(named: frozenset[str]) -> bool:
+        return not named.isdisjoint(data_words)
+
+    assert is_derived_request(text)  # with nothing to compare against, still a cue
+    assert not is_derived_request(text, names_data)
+    assert is_derived_request(text, lambda named: False)  # data of other words
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Calculate the peak power and export a csv",  # a computation, whatever the data's words
+        "Export the peak power sorted by time as csv",
+        "Export the forecast, one row per hour, as csv",
+    ],
+)
+def test_a_computation_on_data_named_like_a_cue_is_still_derived(text: str) -> None:
+    assert is_derived_request(text, lambda named: True)

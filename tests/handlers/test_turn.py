@@ -390,6 +390,24 @@ def test_excerpt_table_with_a_secret_column_still_loses_to_the_action_rows() -> 
     assert len(rows) == 30 and all(list(row) == ["price"] for row in rows)
 
 
+@pytest.mark.parametrize(
+    ("action", "published"), [("get_forecast", True), ("list_readings", False)]
+)
+def test_a_derived_cue_that_names_the_turns_data_lets_its_rows_be_exported(
+    action: str, published: bool
+) -> None:
+    chat = Chat()
+    chat.user("Export the weather forecast as csv")
+    chat.tools((action, samples(24)))
+    chat.reply("Here is the forecast for tomorrow.")
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    if published:
+        assert isinstance(outcome, phases.ExportPlan) and outcome.row_source == "action_rows"
+        assert len(rows) == 24
+    else:  # "forecast" names no data here: a computation, and no table in the reply
+        assert decision_of(outcome) == "derived_output_without_table"
+
+
 def test_composed_table_wins_over_action_rows() -> None:
     chat = Chat()
     chat.user("create a csv")
