@@ -75,11 +75,46 @@ def test_get_returns_none_until_put(ledger_factory: Any) -> None:
 def test_put_replaces_the_record_of_the_same_turn(ledger_factory: Any) -> None:
     async def body(ledger: Ledger) -> None:
         cid = new_id("conv")
-        await ledger.put(record(cid, "t1", 4, export_id="exp_1"))
-        updated = record(cid, "t1", 4, export_id="exp_1").model_copy(update={"event_sent": False})
-        await ledger.put(updated)
-        assert await ledger.get(cid, "t1") == updated
+        unsent = record(cid, "t1", 4, export_id="exp_1").model_copy(update={"event_sent": False})
+        await ledger.put(unsent)
+        sent = unsent.model_copy(update={"event_sent": True})
+        await ledger.put(sent)
+        assert await ledger.get(cid, "t1") == sent
         assert [r.id for r in await ledger.list_turns(cid)] == ["t1"]
+
+    run(body, ledger_factory)
+
+
+def test_put_never_sets_a_sent_record_back_to_not_sent(ledger_factory: Any) -> None:
+    """A holder whose lock lapsed may write late: the ledger must not forget the event went
+    out (docs/contract/turn-record.md, `event_sent`)."""
+
+    async def body(ledger: Ledger) -> None:
+        cid = new_id("conv")
+        sent = record(cid, "t1", 4, export_id="exp_1")
+        await ledger.put(sent)
+        late = sent.model_copy(update={"event_sent": False, "processed_at": "2026-01-02T00:00:00Z"})
+        await ledger.put(late)
+        assert await ledger.get(cid, "t1") == sent
+
+    run(body, ledger_factory)
+
+
+def test_create_writes_a_first_record_or_returns_the_one_stored(ledger_factory: Any) -> None:
+    """Two holders of one turn: the first record written is the turn's; the other holder
+    gets it back and goes on from it (docs/contract/delivery.md, step 3)."""
+
+    async def body(ledger: Ledger) -> None:
+        cid = new_id("conv")
+        unsent = record(cid, "t1", 4, export_id="exp_1").model_copy(update={"event_sent": False})
+        assert await ledger.create(unsent) == unsent
+        assert await ledger.create(unsent) == unsent  # a repeat after a lost reply
+        other = unsent.model_copy(update={"processed_at": "2026-01-02T00:00:00Z"})
+        assert await ledger.create(other) == unsent
+        sent = unsent.model_copy(update={"event_sent": True})
+        await ledger.put(sent)
+        assert await ledger.create(other) == sent
+        assert await ledger.get(cid, "t1") == sent
 
     run(body, ledger_factory)
 

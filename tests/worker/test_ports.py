@@ -64,6 +64,7 @@ def test_what_is_repeated_and_what_may_fail_after_taking_effect_is_pinned() -> N
         "send",
         "replay",
         "purge",
+        "create",
         "put",
         "put_conversation",
         "put_message",

@@ -245,19 +245,48 @@ class AzureLedger:
         self._remember((conversation_id, turn_id), doc.get("_etag"))
         return TurnRecord.model_validate(without_system_keys(doc))
 
+    async def create(self, record: TurnRecord) -> TurnRecord:
+        """Create the turn's first record unless one is stored; return the stored record.
+
+        One write when the turn has no record. When it has one, `create_item` fails with
+        409 and that record (another holder's, or ours when a reply was lost) is read and
+        returned.
+        """
+        doc = record.model_dump()
+        proxy = await self._account.container(self._turns)
+        key = (doc["conversation_id"], doc["id"])
+        self._known.pop(key, None)
+        for _ in range(PUT_ATTEMPTS):
+            try:
+                written = await guarded(proxy.create_item(doc), self._account.timeout)
+            except Conflict:
+                try:
+                    stored = await self._account.read(self._turns, doc["id"], key[0])
+                except NotFound:  # never deleted by the worker; created and gone: try again
+                    continue
+                self._remember(key, stored.get("_etag"))
+                return TurnRecord.model_validate(without_system_keys(stored))
+            self._remember(key, written.get("_etag"))
+            return record
+        raise Conflict(f"turn record kept changing under {PUT_ATTEMPTS} writes")
+
     async def put(self, record: TurnRecord) -> None:
         """Write the turn record: replace under the read ETag, or create when absent.
 
-        A lost race (412/409) re-reads and converges: when the winner's record is already
-        `published` with its event sent it is final and is kept, else ours is written again.
-        The first attempt skips the read when this process read or wrote the record last
-        (`get`, an earlier `put`): a stale view fails the same way and re-reads.
+        A stored record whose event went out is kept over ours when ours says it did not
+        (`keeps`), so a late writer never makes an announced export look unannounced. A
+        lost race (412/409) re-reads and decides again. The first attempt of a record that
+        says its event went out skips the read when this process read or wrote the record
+        last (`get`, `create`, an earlier `put`): a stale view fails the same way and
+        re-reads. Any other record is read first, to be checked against `keeps`.
         """
         doc = record.model_dump()
         proxy = await self._account.container(self._turns)
         timeout = self._account.timeout
         key = (doc["conversation_id"], doc["id"])
         known = self._known.pop(key, None)
+        if known not in (None, ABSENT) and doc["event_sent"] is not True:
+            known = None  # the ETag does not say whether that record's event went out: read
         for attempt in range(PUT_ATTEMPTS):
             current: Mapping[str, Any] | None
             if attempt == 0 and known is not None:
@@ -267,7 +296,8 @@ class AzureLedger:
                     current = await self._account.read(self._turns, doc["id"], key[0])
                 except NotFound:
                     current = None
-                if attempt > 0 and current is not None and is_final(current):
+                if current is not None and keeps(current, doc):
+                    self._remember(key, current.get("_etag"))
                     return
             try:
                 if current is None:
@@ -338,9 +368,9 @@ class AzureLedger:
         await self._account.release()
 
 
-def is_final(record: Mapping[str, Any]) -> bool:
-    """A published record whose event went out: nothing may replace it."""
-    return record.get("decision") == "published" and record.get("event_sent") is True
+def keeps(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether the stored record stays: its event went out and the new one says it did not."""
+    return stored.get("event_sent") is True and new.get("event_sent") is not True
 
 
 def by_seq(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

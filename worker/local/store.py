@@ -147,26 +147,40 @@ class LocalLedger:
         )
         return None if row is None else _record(row["doc"])
 
+    async def create(self, record: TurnRecord) -> TurnRecord:
+        """Insert the turn's first record unless one is stored; return the stored record.
+
+        The insert and the read of what was there are one transaction: one write, as a
+        plain insert is, whoever wins."""
+
+        def create(c: sqlite3.Connection) -> str | None:
+            inserted = c.execute(
+                f"{_INSERT_TURN} ON CONFLICT (conversation_id, id) DO NOTHING", _row(record)
+            )
+            if inserted.rowcount:
+                return None
+            row = c.execute(
+                "SELECT doc FROM turns WHERE conversation_id = ? AND id = ?",
+                (record.conversation_id, record.id),
+            ).fetchone()
+            doc: str = row["doc"]
+            return doc
+
+        stored = await self._db.write(create)
+        return record if stored is None else _record(stored)
+
     async def put(self, record: TurnRecord) -> None:
-        """Insert or replace the turn record."""
-        export = record.export
-        values = (
-            record.conversation_id,
-            record.id,
-            record.seq,
-            None if export is None else export.export_id,
-            int(export is not None),
-            record.decision,
-            json.dumps(record.model_dump()),
-        )
+        """Insert or replace the turn record; a stored record whose event went out is kept
+        over one whose event did not (the condition is part of the one statement)."""
         await self._db.write(
             lambda c: c.execute(
-                "INSERT INTO turns (conversation_id, id, seq, export_id, has_export, decision,"
-                " doc) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id, id) DO UPDATE"
+                f"{_INSERT_TURN} ON CONFLICT (conversation_id, id) DO UPDATE"
                 " SET seq = excluded.seq, export_id = excluded.export_id,"
                 " has_export = excluded.has_export, decision = excluded.decision,"
-                " doc = excluded.doc",
-                values,
+                " doc = excluded.doc"
+                " WHERE json_extract(turns.doc, '$.event_sent') IS NOT 1"
+                " OR json_extract(excluded.doc, '$.event_sent') IS 1",
+                _row(record),
             )
         )
 
@@ -216,6 +230,26 @@ class LocalLedger:
     async def close(self) -> None:
         """Close the connection."""
         await self._db.close()
+
+
+_INSERT_TURN = (
+    "INSERT INTO turns (conversation_id, id, seq, export_id, has_export, decision, doc)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _row(record: TurnRecord) -> tuple[Any, ...]:
+    """The values of `_INSERT_TURN` for a record."""
+    export = record.export
+    return (
+        record.conversation_id,
+        record.id,
+        record.seq,
+        None if export is None else export.export_id,
+        int(export is not None),
+        record.decision,
+        json.dumps(record.model_dump()),
+    )
 
 
 def _history_page(

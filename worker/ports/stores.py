@@ -47,8 +47,20 @@ class Ledger(Protocol):
         ...
 
     @port_call(Effect.IDEMPOTENT)
+    async def create(self, record: TurnRecord) -> TurnRecord:
+        """Write the turn's first record unless the turn has one; return the stored record.
+
+        That is `record`, or the record another holder of the turn wrote first (a holder
+        whose lock lapsed meets the new holder's record here): the caller goes on from the
+        stored one, never replaces it. A repeat after a lost reply returns `record` itself.
+        """
+        ...
+
+    @port_call(Effect.IDEMPOTENT)
     async def put(self, record: TurnRecord) -> None:
-        """Insert or replace the turn record (the same turn, the same id)."""
+        """Insert or replace the turn record (the same turn, the same id), except that a
+        stored record whose event went out (`event_sent` true) is kept over one whose did
+        not: a late write never makes an announced export look unannounced."""
         ...
 
     @port_call(Effect.READ)
