@@ -11,7 +11,9 @@ done that the ledger cannot show yet (`Publication`: the blob written, the event
 The shell performs the effect, updates one of the two, and asks again, until `Done`. A
 delivery that finds the turn recorded decides nothing: a `published` record whose event
 went out, or any other decision, is `Done` at once; a `published` record whose event did
-not go out is announced again (a crash came between the record and `event_sent`).
+not go out is announced again (a crash came between the record and `event_sent`). The same
+holds within a delivery: when its first record finds another holder's stored (its lock
+lapsed meanwhile), the next step is decided from the stored record, never from its own.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class WriteBlob(msgspec.Struct, frozen=True):
 
 
 class PutRecord(msgspec.Struct, frozen=True):
-    """Write the turn record (insert or replace: the same turn, the same id)."""
+    """Write the turn's first record, unless another holder of the turn wrote one first:
+    then the shell goes on from the stored record (`Ledger.create`)."""
 
     record: TurnRecord
 

@@ -256,10 +256,14 @@ class TurnHandler:
                     publication = replace(publication, written=written)
                     await self.checkpoint("after_blob")
                 case PutRecord(record=new):
-                    await self.backend.ledger.put(new)
-                    record = new
+                    # Only a first record: a holder whose lock lapsed (a stalled loop, a
+                    # paused process) may find the new holder's record here, and goes on
+                    # from that one, announcing it if its event has not gone out.
+                    record = await self.backend.ledger.create(new)
                     await self.checkpoint("after_record")
-                    if new.decision != "published":
+                    if record != new:
+                        log.info("turn_recorded_by_another_holder", decision=record.decision)
+                    elif new.decision != "published":
                         log.info("turn_recorded", decision=new.decision, format=new.format)
                 case PublishEvent(message_id=message_id, event=event, properties=properties):
                     self.observer.annotate(export_id=event.export_id)

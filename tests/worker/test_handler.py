@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import io
 import json
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -362,3 +364,49 @@ def test_large_combined_groups_write_the_same_csv_with_batches_spooled_as_record
     assert header.endswith(",Source action")
     monkeypatch.setattr(RowSpool, "write_as", lambda spool, encode: None)
     assert export("values")[1] == data
+
+
+def clock_at(at: str) -> Callable[[], datetime]:
+    return lambda: datetime.fromisoformat(at)
+
+
+@pytest.mark.parametrize("b_stops_after", [None, "after_record"])
+def test_a_holder_whose_lock_lapsed_continues_from_the_record_another_holder_wrote(
+    tmp_path: Path, b_stops_after: str | None
+) -> None:
+    """A stalls past its lock after writing the blob; B takes the message and writes the
+    record (and finishes, or stops right after the record). A's first record must not
+    replace B's: A announces B's record, or finds it announced, and never sets it back."""
+
+    class Stopped(Exception):
+        pass
+
+    async def body(backend: Backend, _: TurnHandler, message: QueueMessage) -> None:
+        settings = Settings(home=tmp_path / "home")
+        b_went = asyncio.Event()
+
+        async def a_stalls(name: str) -> None:
+            if name == "after_blob":
+                await b_went.wait()
+
+        async def b_stops(name: str) -> None:
+            if name == b_stops_after:
+                raise Stopped
+
+        a = TurnHandler(backend, settings, clock_at("2026-12-01T10:00:00+00:00"), a_stalls)
+        b = TurnHandler(backend, settings, clock_at("2026-12-01T10:05:00+00:00"), b_stops)
+        a_turn = asyncio.create_task(a.handle(message))
+        await asyncio.sleep(0.2)
+        assert not a_turn.done()
+        with contextlib.suppress(Stopped):
+            await b.handle(message)
+        b_went.set()
+        a_record = await a_turn
+        stored = await backend.ledger.get("conv_headline_a", "turn_headline_a1")
+        assert stored is not None and stored == a_record
+        assert stored.processed_at == "2026-12-01T10:05:00.000000Z"  # B's
+        assert stored.event_sent is True
+        [event] = await backend.publisher.sent()
+        assert event["occurred_at"] == stored.processed_at
+
+    run(tmp_path, headline(), body)
