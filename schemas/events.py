@@ -15,6 +15,19 @@ DEFAULT_HISTORY_LIMIT = 10
 MAX_HISTORY_LIMIT = 40
 
 _Id = Annotated[str, msgspec.Meta(min_length=1)]
+# An id that names folders of the export's blob path; `path_folder_problem` checks the
+# rest, which a JSON Schema cannot say simply, and the description tells the sender.
+_PathId = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        description=(
+            "Names folders of the export's blob path: '/' is allowed, but no part between"
+            " slashes may be empty, '.' or '..', and no backslash or NUL may appear"
+            " (checked when the event is read)."
+        ),
+    ),
+]
 
 
 class TurnCompleted(Model, frozen=True, kw_only=True):
@@ -24,9 +37,9 @@ class TurnCompleted(Model, frozen=True, kw_only=True):
     version: Literal[1]
     event_id: _Id
     occurred_at: str
-    conversation_id: _Id
+    conversation_id: _PathId
     user_id: _Id
-    turn_id: _Id
+    turn_id: _PathId
     user_message_id: _Id
     reply_message_id: _Id
     history_limit: Annotated[int, msgspec.Meta(ge=0)] | None = None
@@ -82,9 +95,43 @@ def parse_turn_completed(body: bytes | str) -> TurnCompleted:
     if not isinstance(value, dict):
         raise InvalidEvent(f"body is a JSON {type(value).__name__}, not an object")
     try:
-        return TurnCompleted.model_validate(value)
+        event = TurnCompleted.model_validate(value)
     except msgspec.ValidationError as exc:
         raise InvalidEvent(first_error(exc, "body")) from None
+    for field in PATH_ID_FIELDS:
+        problem = path_folder_problem(getattr(event, field))
+        if problem is not None:
+            raise InvalidEvent(
+                f"field {field!r}: {problem}, so it cannot name folders of the export's blob path"
+            )
+    return event
+
+
+# The ids that name folders of the export's blob path, `exports/{conversation_id}/{turn_id}/…`
+# (docs/contract/files.md).
+PATH_ID_FIELDS = ("conversation_id", "turn_id")
+
+
+def path_folder_problem(value: str) -> str | None:
+    """Why `value` cannot be one or more folders of a blob path, or None when it can.
+
+    A `/` makes more folders, which is fine; each part between slashes must be a folder
+    name that no store reads as something else: not empty (a leading, trailing or doubled
+    `/`), not `.` or `..` (which a file system, and a URL, resolve to another folder), and
+    without a backslash (a separator on Windows and to some Azure tools) or a NUL (which
+    ends a path on the way to the operating system). The local blob store refuses exactly
+    these paths (`worker/local/blobs.py`, `blob_parts`). The answer never quotes the value.
+    """
+    if "\\" in value:
+        return "contains a backslash"
+    if "\x00" in value:
+        return "contains NUL"
+    parts = value.split("/")
+    if "" in parts:
+        return "has an empty part between slashes"
+    if any(part in (".", "..") for part in parts):
+        return "has a part between slashes that is '.' or '..'"
+    return None
 
 
 def _reject_constant(name: str) -> None:

@@ -346,6 +346,15 @@ def store_cases() -> list[Case]:
     )
     c.send(event)
 
+    # A turn that is all there, whose id cannot be a folder of the export's path: refused
+    # when the event is read, not after the turn ran to the blob write.
+    c = case("turn_id_that_cannot_be_a_folder", "schema_invalid")
+    c.conversation()
+    event = c.turn(result=rows())
+    for m in c.messages:
+        m["turn_id"] = ".."
+    c.send({**event, "turn_id": ".."})
+
     c = case("malformed_conversation", "schema_invalid")
     c.conversation(user_id=None)
     c.send(c.turn(result=rows()))

@@ -70,6 +70,39 @@ def test_invalid_event_error_names_the_field(change: dict[str, object], field: s
         parse_turn_completed(json.dumps({**GOOD, **change}))
 
 
+@pytest.mark.parametrize("field", ["conversation_id", "turn_id"])
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (".", "'.' or '..'"),
+        ("..", "'.' or '..'"),
+        ("conv/../other", "'.' or '..'"),
+        ("a/.", "'.' or '..'"),
+        ("back\\slash", "backslash"),
+        ("nul\x00", "NUL"),
+        ("/lead", "empty"),
+        ("trail/", "empty"),
+        ("a//b", "empty"),
+    ],
+)
+def test_an_id_that_cannot_name_a_folder_of_the_blob_path_is_invalid(
+    field: str, value: str, problem: str
+) -> None:
+    """The export goes to exports/{conversation_id}/{turn_id}/…: an id that cannot be
+    folders there is refused when the event is read, not after the turn ran."""
+    with pytest.raises(InvalidEvent, match=field) as caught:
+        parse_turn_completed(json.dumps({**GOOD, field: value}))
+    assert problem in str(caught.value)
+    if value not in (".", ".."):  # the description names the kind of part, never the value
+        assert value not in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["conv/a", "a/b/c", ".hidden", "a..b", "...", "x y"])
+def test_an_id_with_slashes_or_dots_inside_its_parts_stays_valid(value: str) -> None:
+    event = parse_turn_completed(json.dumps({**GOOD, "conversation_id": value, "turn_id": value}))
+    assert (event.conversation_id, event.turn_id) == (value, value)
+
+
 @pytest.mark.parametrize("missing", ["event_id", "reply_message_id", "user_message_id", "type"])
 def test_missing_required_field_is_invalid(missing: str) -> None:
     body = {k: v for k, v in GOOD.items() if k != missing}

@@ -114,6 +114,25 @@ def test_foreign_user_is_not_authorized(tmp_path: Path) -> None:
     run(tmp_path, with_event(headline(), user_id="mallory"), body)
 
 
+@pytest.mark.parametrize("turn_id", ["..", ".", "turn\\a1", "turn\x00a1"])
+def test_a_turn_id_that_cannot_be_a_blob_folder_is_schema_invalid_before_anything_is_read(
+    tmp_path: Path, turn_id: str
+) -> None:
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        with pytest.raises(PermanentError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "schema_invalid"
+        assert "turn_id" in str(caught.value)
+        assert await backend.blobs.exists("exports/conv_headline_a/x") is False
+        assert await backend.ledger.list_turns("conv_headline_a") == []
+
+    fixture = with_event(headline(), turn_id=turn_id)
+    for message in fixture["messages"]:  # the turn is there: only the blob path fails
+        if message["turn_id"] == "turn_headline_a1":
+            message["turn_id"] = turn_id
+    run(tmp_path, fixture, body)
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
