@@ -56,6 +56,25 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def process_start(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since the machine booted (Linux: field 22
+    of `/proc/<pid>/stat`); None when it is not running or this cannot be read (no /proc).
+
+    A process id is reused once its process has exited; the pair (id, start) is not, so it
+    tells the process that wrote a file from a later one that was given the same id.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # The name in field 2 is in parentheses and may hold spaces or ')': count from the last.
+    fields = stat.rpartition(b")")[2].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
 def _writer(name: str) -> int | None:
     """The process id in a scratch folder's name; None for any other name."""
     if not name.startswith(PREFIX):

@@ -14,6 +14,7 @@ dropped in by hand) reads as `application/octet-stream`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -25,14 +26,20 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from worker.ports import BlobInfo, NotFound
-from worker.scratch import process_alive
+from worker.scratch import process_alive, process_start
 
 STAGING_DIR = ".staging"
 META_DIR = ".meta"
-# Staged files older than this belong to a writer that died; opening LocalBlobs drops them.
-# Sooner, too: a staged file is named after its writer's process id, and a file whose
-# writer is no longer running (killed mid-upload) is dropped at once. The local backend is
-# one machine's, so a process id names the same writer for every process sharing the home.
+# Opening LocalBlobs sweeps the staged files whose writer is gone. A staged file is named
+# after its writer: `{pid}-t{start}-….part`, the process id and the process's start time
+# (`process_start`). It is dropped at once when no process has that id (the writer was
+# killed mid-upload), or when the process that has it started at another time (the id was
+# reused). A file whose writer is running is kept however long its export takes. The local
+# backend is one machine's, so a process id names the same writer for every process
+# sharing the home.
+# Only when the writer's start cannot be told (a name without one, as older workers wrote;
+# a system without /proc) is a file of a running process id judged by its age: older than
+# this, its writer is taken to be gone.
 STALE_STAGING_SECONDS = 3600.0
 # An upload gathers chunks up to this many bytes before a worker thread writes them: one
 # hand-off per MiB instead of one per serialiser chunk, and none before `commit` for a small
@@ -171,7 +178,7 @@ class LocalBlobs:
         """A new staged file, open for writing: its descriptor and its path. A bare
         descriptor, as every write is whole: a file object would cost three more system
         calls to open, each a trip out of and back into the interpreter's lock."""
-        fd, name = tempfile.mkstemp(dir=self._staging, prefix=f"{os.getpid()}-", suffix=".part")
+        fd, name = tempfile.mkstemp(dir=self._staging, prefix=_writer_prefix(), suffix=".part")
         return fd, Path(name)
 
     def _install(self, temp: Path, path: str, info: BlobInfo) -> None:
@@ -359,20 +366,40 @@ def _open_and_read(target: Path, chunk_size: int) -> tuple[IO[bytes] | None, byt
     return handle, chunk
 
 
+def _writer_prefix() -> str:
+    """How this process names its staged files (see STALE_STAGING_SECONDS)."""
+    return _prefix_of(os.getpid())  # a forked child has an id, and a start, of its own
+
+
+@functools.cache
+def _prefix_of(pid: int) -> str:
+    """`{pid}-t{start}-`, or `{pid}-` when the process's start time cannot be read."""
+    start = process_start(pid)
+    return f"{pid}-" if start is None else f"{pid}-t{start}-"
+
+
 def _sweep_staging(staging: Path, older_than: float) -> None:
     for entry in staging.iterdir():
         try:
-            if entry.is_file() and (
-                entry.stat().st_mtime < older_than or not _writer_alive(entry.name)
-            ):
+            if entry.is_file() and _writer_gone(entry, older_than):
                 entry.unlink()
         except FileNotFoundError:
             continue  # another process swept it first
 
 
-def _writer_alive(name: str) -> bool:
-    """Whether the process that staged `name` (`{pid}-….part`) may still be writing it."""
-    pid_text = name.split("-", 1)[0]
-    if not pid_text.isdigit():
-        return True  # not named by a writer we know: only its age decides
-    return process_alive(int(pid_text))
+def _writer_gone(staged: Path, older_than: float) -> bool:
+    """Whether the process that staged this file can no longer be writing it (see
+    STALE_STAGING_SECONDS): its id names no running process, or one that started at
+    another time; or, when that cannot be told, the file was last written before
+    `older_than`."""
+    pid_text, _, rest = staged.name.partition("-")
+    if pid_text.isdigit():
+        pid = int(pid_text)
+        if not process_alive(pid):
+            return True
+        start_text = rest.partition("-")[0]
+        if start_text.startswith("t") and start_text[1:].isdigit():
+            started = process_start(pid)
+            if started is not None:
+                return started != int(start_text[1:])
+    return staged.stat().st_mtime < older_than
