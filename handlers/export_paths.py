@@ -46,8 +46,10 @@ def confine_artifact(path: str, artifacts_container: str, conversation_id: str) 
 
 
 def parse_timestamp(text: str) -> datetime | None:
-    """An RFC 3339 timestamp, or None when it does not parse."""
+    """An RFC 3339 timestamp, or None when it does not parse. RFC 3339 allows a lower-case
+    `t` and `z`: the file name's stamp then comes from the event too, not the clock, and a
+    redelivery names the file alike."""
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
     except ValueError:
         return None

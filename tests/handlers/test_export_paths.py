@@ -62,3 +62,6 @@ def test_artifact_path_inside_conversation_is_read() -> None:
 def test_timestamp_parsing() -> None:
     assert parse_timestamp("2026-11-20T09:01:39Z") == datetime(2026, 11, 20, 9, 1, 39, tzinfo=UTC)
     assert parse_timestamp("yesterday") is None
+    expected = datetime(2026, 11, 20, 9, 1, 39, tzinfo=UTC)
+    assert parse_timestamp("2026-11-20t09:01:39z") == expected  # RFC 3339 allows lower case
+    assert parse_timestamp("2026-11-20T10:01:39+01:00") == expected
