@@ -191,15 +191,15 @@ def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[
                 break
             end = row.end
             if row.prose_like:
-                waiting.append(row.cells)
+                waiting.append(_cleaned(row))
                 continue
             rows.extend(waiting)
             waiting.clear()
-            rows.append(row.cells)
+            rows.append(_cleaned(row))
             block_end = end
         if waiting:
             end = block_end  # the block ended before them: they are prose after it
-        table = _table(header.cells, rows, len(header.cells))
+        table = _table(_cleaned(header), rows, len(header.cells), cleaned=True)
         if table is not None:
             tables.append((i, table))
         i = max(end, i + 1)
@@ -268,8 +268,8 @@ def _read_csv(lines: list[str | None], index: int) -> _Record | None:
             cells.append("".join(field))
             quoted.append(is_quoted)
             field, is_quoted, at_start = [], False, True
-        elif at_start and char in " \t":
-            continue
+        elif (at_start or is_quoted) and char in " \t":
+            continue  # spaces after a comma, or after a closing quote: not the cell's
         elif at_start and char == '"':
             in_quotes = is_quoted = True
             at_start = False
@@ -326,11 +326,14 @@ def _is_elision(cells: list[str] | tuple[str, ...]) -> bool:
     return any(c in _ELLIPSES for c in stripped) and all(c in _ELLIPSES or not c for c in stripped)
 
 
-def _table(header: list[str], rows: list[list[str]], width: int) -> Table | None:
-    """The table without elision rows and columns headed by an ellipsis; None when too small."""
-    columns = _padded(header, width)
+def _table(
+    header: list[str], rows: list[list[str]], width: int, *, cleaned: bool = False
+) -> Table | None:
+    """The table without elision rows and columns headed by an ellipsis; None when too small.
+    `cleaned`: the cells were cleaned already (`_cleaned`), else each is here."""
+    columns = _padded(header, width, cleaned)
     keep = [i for i, name in enumerate(columns) if name not in _ELLIPSES]
-    body = [_padded(row, width) for row in rows]
+    body = [_padded(row, width, cleaned) for row in rows]
     body = [row for row in body if not _is_elision(row) and _has_text(list(row))]
     if len(keep) < 2 or not body:
         return None
@@ -340,9 +343,18 @@ def _table(header: list[str], rows: list[list[str]], width: int) -> Table | None
     )
 
 
-def _padded(cells: list[str], width: int) -> tuple[str, ...]:
-    clean = [_clean_cell(cell) for cell in cells[:width]]
+def _padded(cells: list[str], width: int, cleaned: bool = False) -> tuple[str, ...]:
+    clean = cells[:width] if cleaned else [_clean_cell(cell) for cell in cells[:width]]
     return tuple(clean + [""] * (width - len(clean)))
+
+
+def _cleaned(record: _Record) -> list[str]:
+    """A delimited record's cells, each cleaned but for a quoted one: nothing inside quotes
+    is lost (its spaces, its asterisks)."""
+    return [
+        cell if quoted else _clean_cell(cell)
+        for cell, quoted in zip(record.cells, record.quoted, strict=True)
+    ]
 
 
 def _clean_cell(cell: str) -> str:

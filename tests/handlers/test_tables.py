@@ -149,6 +149,14 @@ def test_sentences_after_a_block_stay_out_of_it_however_many() -> None:
     )
 
 
+def test_nothing_inside_a_quoted_csv_field_is_lost() -> None:
+    # Its spaces and asterisks were trimmed and unwrapped as a Markdown cell's are.
+    reply = 'site,comment\nnorth,"  padded  " \nsouth,"**bold**"\neast, plain \n'
+    table = find_table(reply)
+    assert table is not None
+    assert table.rows == (("north", "  padded  "), ("south", "**bold**"), ("east", "plain"))
+
+
 def test_largest_candidate_wins() -> None:
     reply = "| a | b |\n|---|---|\n| 1 | 2 |\n\nx,y\n1,2\n3,4\n5,6\n\np\tq\n1\t2\n3\t4\n"
     table = find_table(reply)
