@@ -58,6 +58,27 @@ def test_an_empty_accept_returns_within_its_wait_not_after_sdk_retries() -> None
     on_broker(body, ManualClock())
 
 
+def test_an_accept_waits_for_the_services_answer_not_for_the_sdks_deadline() -> None:
+    # Only the service's "no session" answer is None, and the SDK's own deadline on the
+    # link (its timeout) is an error: a wait as long as that deadline is shortened so the
+    # answer comes first.
+    async def body(broker: ServiceBusBroker) -> None:
+        settings = isolated_settings(
+            servicebus_connection_string=broker.connection_string,
+            queue_name=QUEUE,
+            sdk_timeout_seconds=2.0,
+        )
+        queue = AzureQueue(settings)
+        try:
+            started = time.monotonic()
+            assert await queue.accept_session(5.0) is None
+            assert time.monotonic() - started < 5.0
+        finally:
+            await queue.close()
+
+    on_broker(body, ManualClock())
+
+
 def test_is_drained_leaves_no_session_browser_connection_open() -> None:
     # A full first page of the session browser (100 sessions) leaves its iterator open,
     # and with it an AMQP connection, unless the browsing client is closed.

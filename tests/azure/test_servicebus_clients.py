@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusMessage
+from azure.servicebus.exceptions import OperationTimeoutError
 from azure_factories import isolated_settings
 
 from worker.azure.credentials import servicebus_tls
-from worker.azure.servicebus import AzureQueue, Sending
+from worker.azure.servicebus import AzureQueue, Sending, _open_or_time_out
 from worker.ports import TransientError
 
 EMULATOR = (
@@ -92,3 +93,66 @@ def test_a_send_cut_short_by_our_deadline_replaces_the_sender() -> None:
         assert len(opened) == 2 and opened[0].closed and len(opened[1].sent) == 1
 
     asyncio.run(main())
+
+
+def test_an_accept_cut_by_the_sdks_own_deadline_is_an_error_not_an_empty_queue() -> None:
+    # A namespace that takes the connection and never answers: the SDK's deadline on
+    # acquiring the link fires (an OperationTimeoutError without the service's condition).
+    # Read as "no session", the worker would look idle and stay ready while cut off.
+    async def main() -> None:
+        server = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        settings = isolated_settings(
+            servicebus_connection_string=EMULATOR.replace("5672", str(port)),
+            sdk_timeout_seconds=1.0,
+        )
+        queue = AzureQueue(settings, use_admin_counts=False)
+        try:
+            with pytest.raises(TransientError):
+                await queue.accept_session(0.5)
+        finally:
+            await queue.close()
+            server.close()
+
+    asyncio.run(main())
+
+
+class Opening:
+    """A NEXT_AVAILABLE_SESSION receiver stand-in whose open raises `error`."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    async def __aenter__(self) -> None:
+        raise self.error
+
+
+def sdk_timeout(cause: BaseException | None) -> OperationTimeoutError:
+    """The OperationTimeoutError azure-servicebus raises once its retries are spent: a new
+    one, raised from the last attempt's error."""
+    error = OperationTimeoutError(message="operation timed out")
+    error.__cause__ = cause
+    return error
+
+
+def no_session() -> OperationTimeoutError:
+    """The error azure-servicebus builds from the service's detach: its condition kept."""
+    return OperationTimeoutError(message="no session", condition=b"com.microsoft:timeout")
+
+
+@pytest.mark.parametrize("error", [sdk_timeout(no_session()), no_session()])
+def test_only_the_services_timeout_condition_means_no_session(error: BaseException) -> None:
+    assert asyncio.run(_open_or_time_out(Opening(error))) is False  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        sdk_timeout(None),
+        sdk_timeout(OperationTimeoutError(message="Timed out waiting for the AMQP link to open.")),
+        sdk_timeout(OperationTimeoutError(message="busy", condition=b"com.microsoft:server-busy")),
+    ],
+)
+def test_any_other_timeout_of_an_accept_is_raised(error: BaseException) -> None:
+    with pytest.raises(OperationTimeoutError):
+        asyncio.run(_open_or_time_out(Opening(error)))  # type: ignore[arg-type]

@@ -12,6 +12,12 @@ documented where it is done:
   times (about 15 s of backoff) where the port asks for `max_wait`. The session's own
   calls get their retries from the call retries (`worker/call_retries.py`) instead; its
   settlements are never repeated (`sessions.py`). Every other call keeps the SDK's retries.
+- only the service's own answer means "no session": the link detached with the AMQP
+  condition `com.microsoft:timeout`. The SDK raises the same OperationTimeoutError when
+  its own deadline on acquiring the link (connection, credential, attach) runs out, which
+  is what an unreachable namespace looks like; that one is a TransientError, so the
+  runtime logs it and readiness reports the queue unreachable. The wait asked of the
+  service is kept to half the SDK's timeout, so that its answer comes before that deadline.
 - `replay` keeps the message id: a queue with duplicate detection would drop a replay that
   falls inside the detection window (the queue is expected to have it off).
 - `Publisher.sent()` cannot list a topic and says so.
@@ -48,6 +54,15 @@ from worker.settings import Settings
 __all__ = ["AzurePublisher", "AzureQueue", "AzureSession", "decoded_properties"]
 
 Clock = Callable[[], float]
+
+# The AMQP error condition Service Bus detaches a next-available-session link with when no
+# session came within the link's wait (the SDK's ERROR_CODE_TIMEOUT).
+NO_SESSION_CONDITION = "com.microsoft:timeout"
+# How deep the chain of causes of an accept's timeout is searched for that condition.
+MAX_CAUSES = 4
+# The share of the SDK's timeout (its deadline on acquiring a link) the service may wait
+# for a session: the rest is for connecting, authenticating and attaching.
+ACCEPT_WAIT_SHARE = 0.5
 
 
 class AzureQueue:
@@ -111,8 +126,9 @@ class AzureQueue:
         await self._sending.send(message)
 
     async def accept_session(self, max_wait: float) -> AzureSession | None:
-        """Lock the next session with a deliverable message; None when none came in time."""
-        wait = max(max_wait, MIN_WAIT_SECONDS)
+        """Lock the next session with a deliverable message; None when the service found
+        none in time. The wait is at most half the SDK's timeout (see the module docstring)."""
+        wait = max(min(max_wait, self._timeout * ACCEPT_WAIT_SHARE), MIN_WAIT_SECONDS)
         receiver = self._sessions_client.get_queue_receiver(
             self._queue, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=wait
         )
@@ -268,9 +284,33 @@ async def _close_client(client: ServiceBusClient, credential: Any, timeout: floa
 
 
 async def _open_or_time_out(receiver: ServiceBusReceiver) -> bool:
-    """Open a NEXT_AVAILABLE_SESSION receiver: False when no session came in its wait."""
+    """Open a NEXT_AVAILABLE_SESSION receiver: False when the service found no session in
+    its wait; any other timeout (the SDK's own deadline) is raised."""
     try:
         await receiver.__aenter__()
-    except OperationTimeoutError:
-        return False
+    except OperationTimeoutError as exc:
+        if _service_found_no_session(exc):
+            return False
+        raise
     return True
+
+
+def _service_found_no_session(exc: BaseException) -> bool:
+    """Whether the timeout is the service's `com.microsoft:timeout` answer.
+
+    With its retries spent, azure-servicebus 7.15 raises a fresh OperationTimeoutError
+    `from` the last attempt's error, and only an error built from an AMQP frame carries the
+    frame's condition (`_condition`, decoded to text); the SDK's own deadlines raise
+    without one. So the chain of causes is searched, not the outer exception alone."""
+    seen: BaseException | None = exc
+    for _ in range(MAX_CAUSES):
+        if seen is None:
+            break
+        condition = getattr(seen, "_condition", None)
+        condition = getattr(condition, "value", condition)  # an ErrorCondition member
+        if isinstance(condition, bytes):
+            condition = condition.decode("utf-8", "replace")
+        if condition == NO_SESSION_CONDITION:
+            return True
+        seen = seen.__cause__
+    return False
