@@ -37,6 +37,9 @@ async def serve(
     inject: Callable[[Backend], Backend] | None = None,
 ) -> RunStats:
     """Run the worker until stopped (or drained), reporting to `operations`."""
+    if concurrency is not None:
+        # The queue bounds the sessions it holds by the concurrency (worker/azure/sessions.py).
+        settings = settings.replace(concurrency=concurrency)
     readiness = Readiness()
     async with operations_endpoint(settings, operations, readiness):
         backend = await open_backend(settings, inject=inject)
@@ -55,7 +58,7 @@ async def serve(
             runtime = Runtime(
                 BuiltOnFirstMessage(turn_handler),
                 backend.queue,
-                concurrency=concurrency or settings.concurrency,
+                concurrency=settings.concurrency,
                 retry=RetryPolicy.from_settings(settings),
                 lock_duration=settings.lock_duration_seconds,
                 session_idle=settings.session_idle_seconds,

@@ -178,3 +178,64 @@ def test_a_dead_letter_locked_by_another_receiver_is_busy_not_missing() -> None:
                 await queue.purge(only)
 
     on_broker(body, clock)
+
+
+def test_an_accept_waits_while_the_queue_holds_as_many_sessions_as_it_may() -> None:
+    # Each session held keeps an AMQP connection: the sessions held, in workers' hands or
+    # parked for a delayed abandon, are bounded, and a place is free once one is let go.
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker, max_sessions=1) as queue:
+            for n in range(2):
+                await queue.send(b"x", f"conv-{n}")
+            first = await queue.accept_session(WAIT)
+            assert first is not None
+            assert await queue.accept_session(0.5) is None  # conv-1 waits: one is held
+            await first.close()
+            second = await queue.accept_session(WAIT)
+            assert second is not None
+            await second.close()
+
+    on_broker(body, ManualClock())
+
+
+def test_a_dependency_failing_every_turn_does_not_lock_every_conversation() -> None:
+    # Every turn fails transiently with a long backoff: each failed delivery's session is
+    # parked for the delay, with its own AMQP connection. Unbounded, one worker locked a
+    # new conversation about twice a second; bounded, it holds at most two (one in hand,
+    # one parked) and every delay is still waited out in full.
+    from worker.retry_policy import RetryPolicy
+    from worker.runtime import Runtime
+
+    class Failing:
+        async def handle(self, message: object) -> object:
+            raise TransientError("the store is down")
+
+    async def body(broker: ServiceBusBroker) -> None:
+        settings = isolated_settings(
+            servicebus_connection_string=broker.connection_string, queue_name=QUEUE, concurrency=1
+        )
+        queue = AzureQueue(settings, use_admin_counts=False)
+        try:
+            for n in range(12):
+                await queue.send(b"{}", f"conv-{n}")
+            baseline = broker.open_connections()
+            runtime = Runtime(
+                Failing(),  # type: ignore[arg-type]
+                queue,
+                concurrency=1,
+                retry=RetryPolicy(base_seconds=30, max_seconds=30),
+                lock_duration=LOCK_SECONDS,
+                session_idle=0.2,
+                shutdown_grace=1,
+            )
+            running = asyncio.create_task(runtime.run())
+            await asyncio.sleep(4.0)
+            parked, connections = len(queue._parked), broker.open_connections()
+            runtime.stop()
+            await asyncio.wait_for(running, 10.0)
+            assert parked <= 2 and connections <= baseline + 2
+            assert runtime.stats.retried <= 2  # no delay cut short to make room
+        finally:
+            await queue.close()
+
+    on_broker(body, ManualClock())

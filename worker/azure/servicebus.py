@@ -18,6 +18,9 @@ documented where it is done:
   is what an unreachable namespace looks like; that one is a TransientError, so the
   runtime logs it and readiness reports the queue unreachable. The wait asked of the
   service is kept to half the SDK's timeout, so that its answer comes before that deadline.
+- an accept also comes back empty, with sessions waiting, while the queue holds as many
+  sessions as it may (`max_sessions`; each costs an AMQP connection): a session parked for
+  a delayed abandon is held until the delay is over (`sessions.py`).
 - `replay` keeps the message id: a queue with duplicate detection would drop a replay that
   falls inside the detection window (the queue is expected to have it off).
 - `Publisher.sent()` cannot list a topic and says so.
@@ -43,6 +46,7 @@ from worker.azure.queue_counts import QueueCounts
 from worker.azure.sessions import (
     MIN_WAIT_SECONDS,
     AzureSession,
+    HeldSessions,
     ParkedSessions,
     SessionLimits,
     close_quietly,
@@ -74,12 +78,15 @@ class AzureQueue:
         *,
         max_lock_renewal_seconds: float | None = None,
         max_abandon_delay: float = 60.0,
+        max_sessions: int | None = None,
         use_admin_counts: bool | None = None,
         admin_options: Mapping[str, Any] | None = None,
         clock: Clock = time.time,
     ) -> None:
         """`max_lock_renewal_seconds` (default: the setting) must exceed the longest time
-        one message is handled; `use_admin_counts` (None: unless the connection string names
+        one message is handled; `max_sessions` (default: twice the worker's concurrency)
+        bounds the sessions held at once, in workers' hands or parked (`sessions.py`);
+        `use_admin_counts` (None: unless the connection string names
         a development emulator) lets `is_drained` and `stats` read the runtime counts, which
         need Manage rights (`queue_counts.py`); `clock` measures delays and the renewal cap."""
         self._queue = settings.queue_name
@@ -95,6 +102,8 @@ class AzureQueue:
             clock=clock,
         )
         self._parked = ParkedSessions(renew_every=settings.lock_duration_seconds / 3)
+        # One session in each worker's hands, and as many parked for a delayed abandon.
+        self._sessions = HeldSessions(max_sessions or 2 * settings.concurrency)
         self._sending = Sending(lambda: self._client.get_queue_sender(self._queue), self._timeout)
         self._dead_letters = DeadLetterQueue(self._client, self._queue, self._timeout)
         self._counts = QueueCounts(
@@ -127,22 +136,32 @@ class AzureQueue:
 
     async def accept_session(self, max_wait: float) -> AzureSession | None:
         """Lock the next session with a deliverable message; None when the service found
-        none in time. The wait is at most half the SDK's timeout (see the module docstring)."""
+        none in time, or when as many sessions as the queue may hold are held throughout
+        `max_wait`. The service's wait is at most half the SDK's timeout (see the module
+        docstring)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        if not await self._sessions.take(max_wait):
+            return None
+        max_wait -= loop.time() - started
         wait = max(min(max_wait, self._timeout * ACCEPT_WAIT_SHARE), MIN_WAIT_SECONDS)
         receiver = self._sessions_client.get_queue_receiver(
             self._queue, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=wait
         )
+        opened = False
         try:
             opened = await guarded(
                 _open_or_time_out(receiver), wait + self._timeout + BACKSTOP_SECONDS
             )
-        except BaseException:
-            await close_quietly(receiver, self._timeout)
-            raise
+        finally:
+            if not opened:
+                self._sessions.give_back()
+                await close_quietly(receiver, self._timeout)
         if not opened:
-            await close_quietly(receiver, self._timeout)
             return None
-        return AzureSession(receiver, self._limits, self._parked.park)
+        return AzureSession(
+            receiver, self._limits, self._parked.park, released=self._sessions.give_back
+        )
 
     async def is_drained(self) -> bool:
         """True when nothing is queued, scheduled or locked (`queue_counts.py`)."""

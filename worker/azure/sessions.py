@@ -14,10 +14,18 @@ session at a time). Three rules come from how azure-servicebus 7.15 settles and 
   not renewed again (LockLost), so a turn stuck for good lets its message go; the runtime
   then cancels the turn. Accepting the session does not start that count.
 
-Service Bus has no delayed abandon. `abandon(message, delay)` parks the delivery instead:
-the session stays held (its lock renewed, its later messages held back, so the
-conversation's order is kept) while the worker goes on with other sessions, and the
-message is abandoned when the delay is over, or at once when the queue closes (SIGTERM).
+Service Bus has no delayed abandon, and a message cannot be kept from delivery for a while
+at the head of its session except by holding the session's lock. `abandon(message, delay)`
+parks the delivery instead: the session stays held (its lock renewed, its later messages
+held back, so the conversation's order is kept) while the worker goes on with other
+sessions, and the message is abandoned when the delay is over, or at once when the queue
+closes (SIGTERM).
+
+Each session held keeps its own receiver, and with it an AMQP connection, so the sessions
+a queue holds, in a worker's hands or parked, are bounded (`HeldSessions`): while that
+many are held an accept waits for one to be released, and comes back empty if none is
+released within its wait. A dependency that fails every turn then slows the worker down, each
+delay still waited out in full, instead of having it lock every conversation in the queue.
 """
 
 from __future__ import annotations
@@ -83,10 +91,14 @@ class AzureSession:
         receiver: ServiceBusReceiver,
         limits: SessionLimits,
         park: Callable[[AzureSession], None],
+        released: Callable[[], None] = lambda: None,
     ) -> None:
+        """`park` takes the session while a delayed abandon is waited out; `released` is
+        called once, when the receiver is let go."""
         self._receiver = receiver
         self._limits = limits
         self._park = park
+        self._released: Callable[[], None] | None = released
         self._held: _Held | None = None
         # Our deadline cut a call short: the receiver may be mid-frame and is not used again.
         self._given_up = False
@@ -190,6 +202,9 @@ class AzureSession:
                     await self._settle(self._held.message, self._receiver.abandon_message)
         finally:
             self._held = None
+            if self._released is not None:  # counted before the close, which may be cut short
+                released, self._released = self._released, None
+                released()
             await close_quietly(self._receiver, self._limits.timeout)
 
     # ---- internals -------------------------------------------------------------------
@@ -239,6 +254,42 @@ class AzureSession:
             self._given_up = True
             self._held = None
             raise LockLost(f"session {self.session_id!r} given up: {exc}") from exc
+
+
+class HeldSessions:
+    """How many sessions a queue holds, in a worker's hands or parked, at most `limit`.
+
+    A place is taken before an accept locks a session (so concurrent accepts cannot pass
+    the limit together) and given back when the accept comes back empty or fails, or when
+    the session's receiver is let go."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held = 0
+        self._freed = asyncio.Event()
+
+    def __len__(self) -> int:
+        return self._held
+
+    async def take(self, max_wait: float) -> bool:
+        """Take a place, waiting up to `max_wait` seconds for one to be given back while
+        all are taken; False when none was."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + max(max_wait, 0.0)
+        while self._held >= self.limit:
+            self._freed.clear()
+            left = until - loop.time()
+            if left <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._freed.wait(), left)
+        self._held += 1
+        return True
+
+    def give_back(self) -> None:
+        """A session is let go (or an accept locked none): its place is free."""
+        self._held -= 1
+        self._freed.set()
 
 
 class ParkedSessions:
