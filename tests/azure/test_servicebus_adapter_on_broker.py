@@ -239,3 +239,53 @@ def test_a_dependency_failing_every_turn_does_not_lock_every_conversation() -> N
             await queue.close()
 
     on_broker(body, ManualClock())
+
+
+def test_a_dead_letter_scan_longer_than_the_lock_ends_instead_of_going_round() -> None:
+    # The dead letters passed on the way come back at the head once their locks lapse: the
+    # scan received them again and again, and never reached the one wanted.
+    import worker.azure.dead_letters as dead_letters
+
+    clock = ManualClock()
+
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            *ahead, wanted = await dead_letter_in_order(queue, [b"a", b"b", b"c"])
+            scanned: list[int | None] = []
+            receive = dead_letters.DeadLetterQueue._receive_one
+
+            async def slow_receive(self: object, receiver: object) -> object:
+                raw = await receive(self, receiver)  # type: ignore[arg-type]
+                scanned.append(raw and raw.sequence_number)
+                assert len(scanned) <= 10, f"the scan goes round: {scanned}"
+                clock.advance(LOCK_SECONDS + 1)  # the scan outlives every lock it took
+                return raw
+
+            dead_letters.DeadLetterQueue._receive_one = slow_receive  # type: ignore[method-assign]
+            try:
+                with pytest.raises(TransientError, match="came back"):
+                    await queue.purge(wanted)
+            finally:
+                dead_letters.DeadLetterQueue._receive_one = receive  # type: ignore[method-assign]
+            assert scanned == [ahead[0], ahead[0]]
+            await queue.purge(wanted)  # not lost: a scan within the lock reaches it
+            assert wanted not in {d.sequence_number for d in await queue.dead_letters()}
+
+    on_broker(body, clock)
+
+
+def test_a_dead_letter_scan_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import worker.azure.dead_letters as dead_letters
+
+    monkeypatch.setattr(dead_letters, "MAX_PASSED", 2)
+
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            *ahead, wanted = await dead_letter_in_order(queue, [b"a", b"b", b"c"])
+            with pytest.raises(TransientError, match="within the 2 dead letters ahead"):
+                await queue.purge(wanted)
+            await queue.purge(ahead[0])
+            await queue.purge(wanted)  # one ahead of it now
+            assert [d.sequence_number for d in await queue.dead_letters()] == [ahead[1]]
+
+    on_broker(body, ManualClock())

@@ -12,7 +12,12 @@ wanted one is found by receiving one message at a time:
   one message per receive, so nothing behind the wanted one is ever locked;
 - a receive that comes back empty is not taken for absence: a peek decides again, and a
   dead letter still there is locked by another receiver (TransientError, try again once
-  its lock expires).
+  its lock expires);
+- the scan ends without reaching it (TransientError, after the same peek) when a dead
+  letter comes back a second time, or after `MAX_PASSED` dead letters. A dead letter comes
+  back once its lock lapses, when the scan has taken longer than the queue's lock
+  duration, and every one passed then comes round again: the scan would never end. The
+  bound also caps what is held locked (and in memory) at once.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from worker.ports import DeadLetteredMessage, NotFound, TransientError
 PEEK_PAGE = 100
 # Service Bus answers an empty receive only after its wait: kept short for an operator.
 SCAN_WAIT_SECONDS = 2.0
+# The most dead letters a replay or purge receives (and holds locked) on the way to its own.
+MAX_PASSED = 1000
 
 Resend = Callable[[bytes, str, str | None, dict[str, Any]], Awaitable[None]]
 Action = Callable[[ServiceBusReceiver, ServiceBusReceivedMessage], Awaitable[None]]
@@ -92,15 +99,14 @@ class DeadLetterQueue:
         """Receive the dead letter `sequence_number` (see the module docstring) and `act`
         on it; the dead letters received before it are abandoned after."""
         passed: list[ServiceBusReceivedMessage] = []
+        seen: set[int | None] = set()
         async with self._receiver() as receiver:
             try:
-                if await self._peeked(receiver, sequence_number) is None:
-                    raise NotFound(f"no dead letter with sequence number {sequence_number}")
+                await self._still_there(receiver, sequence_number)
                 while True:
                     raw = await self._receive_one(receiver)
                     if raw is None:
-                        if await self._peeked(receiver, sequence_number) is None:
-                            raise NotFound(f"no dead letter with sequence number {sequence_number}")
+                        await self._still_there(receiver, sequence_number)
                         raise TransientError(
                             f"dead letter {sequence_number} is locked by another receiver"
                         )
@@ -108,10 +114,30 @@ class DeadLetterQueue:
                         await act(receiver, raw)
                         return
                     passed.append(raw)
+                    if raw.sequence_number in seen:
+                        await self._still_there(receiver, sequence_number)
+                        raise TransientError(
+                            f"dead letter {sequence_number} not reached: dead letter"
+                            f" {raw.sequence_number} came back, its lock lapsed while"
+                            f" {len(seen)} dead letters ahead were received; try again"
+                        )
+                    seen.add(raw.sequence_number)
+                    if len(seen) >= MAX_PASSED:
+                        await self._still_there(receiver, sequence_number)
+                        raise TransientError(
+                            f"dead letter {sequence_number} not reached within the"
+                            f" {MAX_PASSED} dead letters ahead of it; replay or purge"
+                            " those first"
+                        )
             finally:
                 for raw in passed:
                     with contextlib.suppress(Exception):  # its lock lapses instead
                         await guarded(receiver.abandon_message(raw), settle_deadline(self._timeout))
+
+    async def _still_there(self, receiver: ServiceBusReceiver, sequence_number: int) -> None:
+        """NotFound unless a peek finds the dead letter `sequence_number`."""
+        if await self._peeked(receiver, sequence_number) is None:
+            raise NotFound(f"no dead letter with sequence number {sequence_number}")
 
     async def _receive_one(self, receiver: ServiceBusReceiver) -> ServiceBusReceivedMessage | None:
         batch: list[ServiceBusReceivedMessage] = await guarded(
