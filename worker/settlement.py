@@ -13,6 +13,10 @@ nothing else decides it:
 - anything else is a bug: `DeadLetter` `handler_error`, described by the exception's type
   and where it was raised. Never by its message: an exception's text may hold row values.
 
+A description also names the types of the exceptions the failure was raised from (with an
+HTTP status when one is given): every port error is raised in the same few places of an
+adapter, and only its cause tells a Cosmos DB 429 from a Service Bus timeout.
+
 A lost lock is not given here: the message is no longer this holder's to settle (the
 runtime counts it and lets the lock lapse). The runtime performs the settlement.
 """
@@ -27,6 +31,8 @@ from worker.retry_policy import RetryPolicy
 
 # A description is one line an operator reads in `dlq list`: kept short.
 MAX_DESCRIPTION = 480
+# How many causes of a failure its description names.
+MAX_CAUSES = 3
 
 
 class Complete(msgspec.Struct, frozen=True):
@@ -70,12 +76,21 @@ def settle(failure: BaseException | None, delivery_count: int, policy: RetryPoli
 
 
 def where_raised(exc: BaseException) -> str:
-    """The exception's type and the file and line that raised it; never its message."""
+    """The exception's type and the file and line that raised it, then the types of what it
+    was raised from (`from ServiceBusServerBusyError`, `from CosmosHttpResponseError 429`);
+    never a message."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     where = f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else ""
-    return f"{type(exc).__name__}{where}"
+    causes: list[str] = []
+    cause = exc.__cause__
+    while cause is not None and len(causes) < MAX_CAUSES:
+        status = getattr(cause, "status_code", None)
+        shown = f" {status}" if isinstance(status, int) and not isinstance(status, bool) else ""
+        causes.append(f" from {type(cause).__name__}{shown}")
+        cause = cause.__cause__
+    return f"{type(exc).__name__}{where}{''.join(causes)}"
 
 
 def _dead_letter(reason: str, description: str) -> DeadLetter:

@@ -77,5 +77,38 @@ def test_descriptions_are_kept_short() -> None:
     assert isinstance(fate, DeadLetter) and len(fate.description) == MAX_DESCRIPTION
 
 
+def test_a_port_error_is_described_by_what_it_was_raised_from_never_by_its_text() -> None:
+    # Every port error is raised by the same line of the adapters' guard: without its cause
+    # a Cosmos DB 429 and a Service Bus timeout read the same in `dlq list`.
+    from azure.core.exceptions import HttpResponseError
+    from azure.servicebus.exceptions import ServiceBusServerBusyError
+
+    throttled = HttpResponseError("Request rate is large: row SECRET_ROW_VALUE")
+    throttled.status_code = 429
+    for cause, named in (
+        (throttled, " from HttpResponseError 429"),
+        (
+            ServiceBusServerBusyError(message="busy: SECRET_ROW_VALUE"),
+            " from ServiceBusServerBusyError",
+        ),
+    ):
+        failure = TransientError("HttpResponseError 429 SECRET_ROW_VALUE")
+        failure.__cause__ = cause
+        fate = settle(raised(failure), 3, POLICY)
+        assert isinstance(fate, DeadLetter) and fate.reason == "transient_failure"
+        assert fate.description.startswith("TransientError at test_settlement.py:")
+        assert fate.description.endswith(named)
+        assert "SECRET_ROW_VALUE" not in fate.description
+
+
+def test_a_description_names_a_bounded_chain_of_causes() -> None:
+    failure: BaseException = ValueError("root")
+    for _ in range(10):
+        outer = TransientError("again")
+        outer.__cause__ = failure
+        failure = outer
+    assert where_raised(failure) == "TransientError" + " from TransientError" * 3
+
+
 def test_where_raised_without_a_traceback_is_the_type_alone() -> None:
     assert where_raised(ValueError("row 12.45")) == "ValueError"
