@@ -24,7 +24,7 @@ from worker.operations import Operations
 from worker.ports import Backend, NotFound
 from worker.sending import enqueue
 from worker.serving import serve
-from worker.settings import Settings
+from worker.settings import LOG_LEVELS, Settings
 from worker.status_report import status_fields, status_lines
 from worker.testing.seeding import Seeded, Seeding, seed
 from worker.testing.settings import HarnessSettings
@@ -32,7 +32,12 @@ from worker.turn_report import turn_lines
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--log-level", default=None, help="Log level on stderr (run: info, else warning).")
+@click.option(
+    "--log-level",
+    default=None,
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    help="Log level on stderr (run: info, else warning).",
+)
 @click.pass_context
 def cli(ctx: click.Context, log_level: str | None) -> None:
     """Turn a chat agent's retrieved data into the file the user asked for."""

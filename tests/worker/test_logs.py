@@ -221,3 +221,18 @@ def test_a_fatal_start_up_error_of_run_is_a_json_line_and_one_stderr_line(
     (failed,) = [json.loads(line) for line in err[:-1]]
     assert failed["event"] == "worker_failed" and failed["level"] == "critical"
     assert failed["exception"]["type"] in ("FileExistsError", "NotADirectoryError")
+
+
+@pytest.mark.parametrize(("flag", "code"), [("verbose", 2), ("WARNING", 0), ("debug", 0)])
+def test_the_log_level_flag_takes_a_known_level_in_any_case(
+    flag: str, code: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # An unknown level was taken silently (logs at the default), where the setting refuses it.
+    from click.testing import CliRunner
+
+    from worker.cli import cli
+
+    monkeypatch.setenv("EXPORT_WORKER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EXPORT_WORKER_BACKEND", "local")
+    result = CliRunner().invoke(cli, ["--log-level", flag, "status", "--json"])
+    assert result.exit_code == code, result.output
