@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import contextvars
 import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -67,7 +68,10 @@ class Runtime:
         session_idle: float,
         shutdown_grace: float,
         observer: RuntimeObserver = NO_OBSERVER,
+        on_stop: Callable[[], None] | None = None,
     ) -> None:
+        """`on_stop`: called once when the runtime stops taking sessions (SIGTERM, drained),
+        before the grace period: readiness says `closed` from then on."""
         self.handler = handler
         self.queue = queue
         self.concurrency = concurrency
@@ -77,6 +81,7 @@ class Runtime:
         self.shutdown_grace = shutdown_grace
         self.observer = observer  # metrics, liveness and spans hear of each step
         self.stats = RunStats()
+        self._on_stop = on_stop
         self._stopping = asyncio.Event()
         self._in_flight = 0
         self._log = get_logger()
@@ -85,6 +90,8 @@ class Runtime:
         """Stop taking sessions; what is in flight finishes within the grace period."""
         if not self._stopping.is_set():
             self._log.info("worker_stopping")
+            if self._on_stop is not None:
+                self._on_stop()
         self._stopping.set()
 
     async def run(self, *, drain: bool = False) -> RunStats:

@@ -64,6 +64,7 @@ async def serve(
                 session_idle=settings.session_idle_seconds,
                 shutdown_grace=settings.shutdown_grace_seconds,
                 observer=operations,
+                on_stop=readiness.closed,  # no new traffic is taken during the grace period
             )
             return await runtime.run(drain=drain)
         finally:
