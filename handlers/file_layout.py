@@ -7,6 +7,7 @@ same `'` as any other cell, so the record names the columns exactly as the file 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -16,10 +17,12 @@ from handlers.dataset import finish_row
 from handlers.rows import Row
 from handlers.selection import Selection
 from handlers.serialisers import Cells, ColumnBlock
-from handlers.serialisers.csv_file import PlainCsvBatch, neutralised
+from handlers.serialisers.csv_file import PlainCsvBatch, csv_cell
 from handlers.serialisers.headers import unique_headers
 from handlers.tables import Table
 from schemas.vocabulary import ExportFormat
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Layout(msgspec.Struct, frozen=True):
@@ -53,10 +56,14 @@ def _named(
     sources: tuple[str, ...],
     truncated: bool,
 ) -> Layout:
-    header = unique_headers(list(keys))
+    # A lone surrogate has no UTF-8 form: the record and the event could not name the column
+    # (the turn was recorded published, then failed to announce it).
+    names = [_SURROGATE.sub("\ufffd", key) for key in keys]
     if fmt == "csv":
-        header = [neutralised(name) for name in header]
-    return Layout(tuple(header), keys, count, sources, truncated)
+        # As the file reads them (neutralised, CRLF line ends), before they are made unique:
+        # "=a" and "'=a" would otherwise both read "'=a".
+        names = [csv_cell(name) for name in names]
+    return Layout(tuple(unique_headers(names)), keys, count, sources, truncated)
 
 
 def table_cells(table: Table, shape: Layout) -> Iterator[list[Any]]:

@@ -40,3 +40,27 @@ def test_action_cells_follow_the_keys_and_add_the_source_column() -> None:
     assert action_cells({"y": 2}, "b", sel, shape) == [None, 2, "b"]
     assert (shape.row_count, shape.truncated) == (2, True)
     assert shape.source_artifacts == ("artifacts/c/t/1.json",)
+
+
+def test_a_csv_header_is_unique_as_the_file_reads_it_and_the_record_names_it_so() -> None:
+    import csv
+    import io
+
+    from handlers.serialisers.csv_file import csv_chunks
+
+    # "=a" and "'=a" both read "'=a" once guarded: they were made unique before, not after.
+    shape = layout("csv", None, selection(("=a", "'=a", "\nx", "a\nb")))
+    assert len({name.casefold() for name in shape.header}) == 4
+    data = b"".join(csv_chunks(shape.header, [], bom=False)).decode("utf-8")
+    assert next(csv.reader(io.StringIO(data, newline=""))) == list(shape.header)
+
+
+def test_a_lone_surrogate_in_a_key_is_a_replacement_character_in_every_header() -> None:
+    # The record and the event are UTF-8 JSON: such a name failed the announcement after the
+    # file was written and the turn recorded published.
+    import msgspec
+
+    for fmt in ("csv", "json", "xml", "xlsx"):
+        shape = layout(fmt, None, selection(("id", "unit\ud800")))  # type: ignore[arg-type]
+        assert shape.header == ("id", "unit\ufffd") and shape.keys == ("id", "unit\ud800")
+        msgspec.json.encode(list(shape.header))

@@ -228,6 +228,33 @@ def test_a_lone_surrogate_in_an_artifact_is_exported_as_its_format_writes_it(
     run(tmp_path, fixture, body)
 
 
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_lone_surrogate_in_a_key_is_published_and_announced(tmp_path: Path, fmt: str) -> None:
+    """The column's name goes into the record and the event, which are UTF-8: it had failed
+    the announcement after the file was written and the record stored (handler_error)."""
+    fixture = headline()
+    fixture["messages"][0]["content"] = f"Retrieve the BatteryVoltage1 history as {fmt}"
+    pages = {
+        path: copy.deepcopy(artifact)
+        for path, artifact in fixture["artifacts"].items()
+        if artifact["name"] == "list_parameter_history"
+    }
+    for artifact in pages.values():
+        for item in artifact["result"]["items"]:
+            item["unit\ud800"] = item.pop("unit")
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        for path, artifact in pages.items():
+            await backend.blobs.put(path, json.dumps(artifact).encode("ascii"))
+        record = await handler.handle(message)
+        assert record.decision == "published" and record.event_sent
+        assert record.export is not None and "unit\ufffd" in record.export.columns
+        [sent] = await backend.publisher.sent()
+        assert "unit\ufffd" in sent["columns"]
+
+    run(tmp_path, fixture, body)
+
+
 def test_over_the_size_cap_is_too_large_and_leaves_no_file(tmp_path: Path) -> None:
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
         record = await handler.handle(message)
