@@ -203,8 +203,17 @@ class _Handling:
 # --------------------------------------------------------------------------------------
 # Readiness: can the opened adapters be reached?
 # --------------------------------------------------------------------------------------
+# Each dependency's read in a readiness check: under the check's own bound (Readiness,
+# 5 s), so a slow dependency is named rather than the whole check timing out.
+READ_TIMEOUT_SECONDS = 4.0
+
+
 def reachability_check(
-    backend: Backend, settings: Settings, operations: Operations
+    backend: Backend,
+    settings: Settings,
+    operations: Operations,
+    *,
+    read_timeout: float = READ_TIMEOUT_SECONDS,
 ) -> ReachabilityCheck:
     """The check `/readyz` runs (at most every 10 s): one cheap read per dependency whose
     answer tells "reachable" from "broken" (docs/operations.md, "Readiness checks"):
@@ -221,7 +230,9 @@ def reachability_check(
     - publisher: not read (a topic sender has nothing to read); a failing publish is
       retried and, in the end, dead-lettered `transient_failure`.
 
-    Each failure raises `Unreachable` naming the dependency and the error's type.
+    Each failure raises `Unreachable` naming the dependency and the error's type; a read
+    slower than `read_timeout` (an SDK still in its retries) is a `TimeoutError` of that
+    dependency, before the whole check's bound would leave /readyz without a name.
     """
 
     async def store() -> None:
@@ -240,7 +251,9 @@ def reachability_check(
 
     async def check() -> None:
         names = list(reads)
-        results = await asyncio.gather(*(reads[n]() for n in names), return_exceptions=True)
+        results = await asyncio.gather(
+            *(asyncio.wait_for(reads[n](), read_timeout) for n in names), return_exceptions=True
+        )
         for name, result in zip(names, results, strict=True):
             if isinstance(result, Exception):
                 raise Unreachable(name, type(result).__name__)

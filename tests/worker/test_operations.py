@@ -310,6 +310,38 @@ def test_a_dependency_that_fails_its_read_is_named_with_the_errors_type(
     assert check_with(tmp_path, change) == expected
 
 
+def test_a_dependency_slower_than_its_read_bound_is_named_not_the_whole_check(
+    tmp_path: Path,
+) -> None:
+    # A check that outlasted Readiness's bound said only TimeoutError, with no dependency.
+    class Slow:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        async def list_turns(self, conversation_id: str) -> Any:
+            await asyncio.sleep(5)
+
+    async def main() -> Any:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        try:
+            check = reachability_check(
+                replace(backend, ledger=Slow(backend.ledger)),
+                Settings(env_file=None),
+                Operations(),
+                read_timeout=0.1,
+            )
+            await asyncio.wait_for(check(), 1.0)
+        except Unreachable as exc:
+            return exc.dependency, exc.error
+        finally:
+            await backend.close()
+
+    assert asyncio.run(main()) == ("ledger", "TimeoutError")
+
+
 def test_a_missing_conversation_is_the_normal_answer_of_a_reachable_store(tmp_path: Path) -> None:
     change = replaced(store=lambda b: Failing(b.store, NotFound("none"), "get_conversation"))
     assert check_with(tmp_path, change) is None
