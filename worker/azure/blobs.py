@@ -171,9 +171,13 @@ class AzureBlobUpload:
         if self._buffer:
             await self._stage(bytes(self._buffer))
             self._buffer.clear()
+        # LATEST, not UNCOMMITTED: the storage SDK resends a PUT whose reply was lost, and
+        # after a commit the service applied the blocks are committed; a list naming them
+        # "uncommitted" would then be refused (InvalidBlockList) for a blob written whole.
+        # The block ids are this upload's own (`_prefix`), so the latest are ours either way.
         await guarded(
             self._blob.commit_block_list(
-                [BlobBlock(block_id, BlockState.UNCOMMITTED) for block_id in self._block_ids],
+                [BlobBlock(block_id, BlockState.LATEST) for block_id in self._block_ids],
                 content_settings=settings,
                 metadata=metadata,
             ),
