@@ -53,7 +53,7 @@ from worker.checkpoints import Checkpoint, no_checkpoint
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
 from worker.observer import NO_OBSERVER, TurnObserver
-from worker.ports import Backend, BlobInfo, NotFound, QueueMessage
+from worker.ports import Backend, BlobInfo, Conflict, NotFound, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
 from worker.settings import Settings
 from worker.spool import RowSpool
@@ -223,6 +223,10 @@ class TurnHandler:
                 chunks.append(chunk)
         except NotFound:
             raise RetryableError("artifact_missing", f"artifact {path} not found") from None
+        except Conflict as exc:
+            # Replaced while read (the blob's ETag changed between its ranges): artifacts are
+            # written once (stored-data.md), so this is a write in flight; read it again whole.
+            raise TransientError(f"artifact {path} changed while read") from exc
         if size >= LARGE_ARTIFACT_BYTES:
             fix_malloc_thresholds()
         data = b"".join(chunks)

@@ -152,6 +152,29 @@ def test_not_found_yet_is_retryable_with_its_reason(
     run(tmp_path, with_event(headline(), **change), body)
 
 
+def test_an_artifact_replaced_while_read_is_retried_not_taken_for_a_bug(tmp_path: Path) -> None:
+    # Blob Storage answers 412 when the blob's ETag changes between the ranges of one read:
+    # the Conflict had reached settlement as a bug (dead-lettered handler_error at once).
+    from worker.ports import Conflict, TransientError
+    from worker.retry_policy import RetryPolicy
+    from worker.settlement import Abandon, settle
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        def replaced(path: str) -> Any:
+            async def chunks() -> Any:
+                yield b"{"
+                raise Conflict("the blob changed: 412 ConditionNotMet")
+
+            return chunks()
+
+        backend.blobs.read = replaced  # type: ignore[method-assign]
+        with pytest.raises(TransientError) as caught:
+            await handler.handle(message)
+        assert isinstance(settle(caught.value, 1, RetryPolicy()), Abandon)
+
+    run(tmp_path, headline(), body)
+
+
 def test_missing_artifact_is_retryable_and_never_replaced_by_the_citation(tmp_path: Path) -> None:
     fixture = headline()
     del fixture["artifacts"][
