@@ -1,11 +1,14 @@
 """The guard around every Azure SDK call: our own deadline, and SDK errors as port errors.
 
 The SDKs retry on their own and can still hang (a half-open AMQP link, a stalled socket),
-so no call is awaited without `guarded` and a deadline. Each SDK call is bounded by the
-SDK first (its `timeout`, the client's `try_timeout`); our deadline is a backstop set
-`BACKSTOP_SECONDS` beyond that bound, because cancelling an SDK coroutine can leave its AMQP
-link mid-frame. When it fires anyway (`DeadlineExceeded`) the adapter discards the SDK
-object the call ran on. Whatever comes out is mapped here, in one place, to the errors the
+so no call is awaited without `guarded` and a deadline. A Service Bus call is bounded by
+the SDK first (its `timeout`, the client's `try_timeout`), and our deadline is a backstop
+set `BACKSTOP_SECONDS` beyond that bound, because cancelling an SDK coroutine can leave its
+AMQP link mid-frame; when it fires anyway (`DeadlineExceeded`) the adapter discards the SDK
+object the call ran on. A Cosmos DB or Blob Storage call is given no SDK timeout: its HTTP
+retries (backoffs of 15 s and more, a 65 s read timeout) would outlast the setting, so our
+deadline, `SDK_TIMEOUT_SECONDS`, is what ends a slow one (an HTTP request cancelled midway
+leaves nothing to discard). Whatever comes out is mapped here, in one place, to the errors the
 ports promise (`worker/ports/errors.py`):
 
 - missing document, blob or message (404)                  -> NotFound
