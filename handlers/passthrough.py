@@ -39,40 +39,42 @@ from handlers.relevance import subject_words
 _I: Final = re.IGNORECASE
 _TIME_UNIT: Final = r"(?:seconds?|minutes?|mins?|hours?|days?|weeks?|months?|quarters?|years?)"
 
-_DERIVED: Final[tuple[re.Pattern[str], ...]] = tuple(
-    re.compile(pattern, _I)
-    for pattern in (
-        # calculation
-        r"\b(?:calculat|comput)(?:e|es|ed|ing|ion|ions)\b",
-        r"\bsum(?:s|med|ming)?\b|\btotals?\s+(?:of|for|per|by)\b|\btotals\b",
-        r"\b(?:running|grand|sub)[\s-]?totals?\b|\btotal(?:ed|ing|led|ling)\b",
-        r"\bcount(?:s|ed|ing)?\s+(?:of|the|per|by)\b",
-        # bare "min" is too often minutes ("the last 30 min"), so it needs a partner
-        r"\bmin\s*(?:and|&|/)\s*max\b|\b(?:the|its|their)\s+min\b",
-        # summary and labelling
-        r"\bclassif\w*|\bcategori[sz]\w*|\brank(?:ed|ing|s)?\b",
-        # grouping and reshaping
-        r"\bgroup(?:ed|ing|s)?\s+(?:\w+\s+){0,2}?(?:by|per|into)\b",
-        r"\baggregat\w*|\bpivot\w*|\bunpivot\w*|\btranspos\w*|\breshap\w*|\bcrosstab\w*",
-        r"\b(?:wide|long)\s+format\b|\bbroken\s+down\s+by\b|\bbreak\s+(?:it\s+)?down\s+by\b",
-        r"\b(?:unique|distinct|dedup\w*|de-dup\w*)\b|\bremove\s+duplicates\b",
-        # resampling
-        rf"\b(?:one|a|single)\s+row\s+(?:per|for\s+each|each|every)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
-        rf"\b(?:per|by|every|each)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
-        r"\b(?:re|down|up)sampl\w*|\b(?:bucket|bin)(?:s|ed|ing|ned|ning)?\s+(?:by|per|into)\b",
-        # selection
-        r"\b(?:only|just|select(?:ed|ing)?|keep(?:ing)?|drop(?:ping)?|remov(?:e|ing)"
-        r"|exclud(?:e|ing)|without|renam(?:e|ing)|reorder(?:ing)?|except|omit(?:ting)?"
-        r"|hid(?:e|ing))\b[^.;!?\n]{0,60}?\b(?:columns?|fields?|cols?)\b",
-        r"\bfilter\w*",
-        r"\bonly\s+(?:the\s+)?(?:rows|samples|entries|records|values|readings|lines|items|ones)"
-        r"\s+(?:where|with|from|for|that|which|above|below|over|under|after|before|since)\b",
-        r"[<>]=?\s*-?\d|\b(?:greater|less|more|higher|lower)\s+than\s+-?\d",
-        r"\b(?:top|bottom)\s+\d+\b|\b(?:first|last)\s+\d+\s+(?:rows|lines|records|entries)\b",
-        # ordering
-        r"\b(?:sort(?:ed|ing|s)?|order(?:ed)?)\s+(?:\w+\s+){0,2}?by\b",
-        r"\b(?:ascending|descending)\b|\breverse\s+(?:chronological\s+)?order\b",
-    )
+
+def _cues(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(pattern, _I) for pattern in patterns)
+
+
+_DERIVED: Final = _cues(
+    # calculation
+    r"\b(?:calculat|comput)(?:e|es|ed|ing|ion|ions)\b",
+    r"\bsum(?:s|med|ming)?\b|\btotals?\s+(?:of|for|per|by)\b|\btotals\b",
+    r"\b(?:running|grand|sub)[\s-]?totals?\b|\btotal(?:ed|ing|led|ling)\b",
+    r"\bcount(?:s|ed|ing)?\s+(?:of|the|per|by)\b",
+    # bare "min" is too often minutes ("the last 30 min"), so it needs a partner
+    r"\bmin\s*(?:and|&|/)\s*max\b|\b(?:the|its|their)\s+min\b",
+    # summary and labelling
+    r"\bclassif\w*|\bcategori[sz]\w*|\brank(?:ed|ing|s)?\b",
+    # grouping and reshaping
+    r"\bgroup(?:ed|ing|s)?\s+(?:\w+\s+){0,2}?(?:by|per|into)\b",
+    r"\baggregat\w*|\bpivot\w*|\bunpivot\w*|\btranspos\w*|\breshap\w*|\bcrosstab\w*",
+    r"\b(?:wide|long)\s+format\b|\bbroken\s+down\s+by\b|\bbreak\s+(?:it\s+)?down\s+by\b",
+    r"\b(?:unique|distinct|dedup\w*|de-dup\w*)\b|\bremove\s+duplicates\b",
+    # resampling
+    rf"\b(?:one|a|single)\s+row\s+(?:per|for\s+each|each|every)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
+    rf"\b(?:per|by|every|each)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
+    r"\b(?:re|down|up)sampl\w*|\b(?:bucket|bin)(?:s|ed|ing|ned|ning)?\s+(?:by|per|into)\b",
+    # selection
+    r"\b(?:only|just|select(?:ed|ing)?|keep(?:ing)?|drop(?:ping)?|remov(?:e|ing)"
+    r"|exclud(?:e|ing)|without|renam(?:e|ing)|reorder(?:ing)?|except|omit(?:ting)?"
+    r"|hid(?:e|ing))\b[^.;!?\n]{0,60}?\b(?:columns?|fields?|cols?)\b",
+    r"\bfilter\w*",
+    r"\bonly\s+(?:the\s+)?(?:rows|samples|entries|records|values|readings|lines|items|ones)"
+    r"\s+(?:where|with|from|for|that|which|above|below|over|under|after|before|since)\b",
+    r"[<>]=?\s*-?\d|\b(?:greater|less|more|higher|lower)\s+than\s+-?\d",
+    r"\b(?:top|bottom)\s+\d+\b|\b(?:first|last)\s+\d+\s+(?:rows|lines|records|entries)\b",
+    # ordering
+    r"\b(?:sort(?:ed|ing|s)?|order(?:ed)?)\s+(?:\w+\s+){0,2}?by\b",
+    r"\b(?:ascending|descending)\b|\breverse\s+(?:chronological\s+)?order\b",
 )
 
 
@@ -81,17 +83,14 @@ _DERIVED: Final[tuple[re.Pattern[str], ...]] = tuple(
 # words of the turn's current groups (their action names, call arguments, columns and
 # citation strings: `handlers.relevance`): the request then names the data, not a
 # computation on it.
-_MAY_NAME_DATA: Final[tuple[re.Pattern[str], ...]] = tuple(
-    re.compile(pattern, _I)
-    for pattern in (
-        r"\baverag(?:e|es|ed|ing)\b|\bmedians?\b|\bpercentiles?\b|\bstd\b|\bstdev\b",
-        r"\bstandard\s+deviations?\b|\bvariances?\b|\bstat(?:s|istics?)\b",
-        r"\b(?:max|maxima|minima|minimum|maximum|highest|lowest|peak)\b",
-        r"\b(?:trends?|correlat\w*|regressions?|anomal\w*|outliers?|forecast\w*)\b",
-        r"\bsummar(?:y|ies|ize|ized|izes|izing|ise|ised|ises|ising)\b",
-        r"\b(?:hourly|daily|weekly|monthly|yearly)\s+(?:values|rows|buckets|figures|readings"
-        r"|samples|intervals|data|means|maxima|minima)\b",
-    )
+_MAY_NAME_DATA: Final = _cues(
+    r"\baverag(?:e|es|ed|ing)\b|\bmedians?\b|\bpercentiles?\b|\bstd\b|\bstdev\b",
+    r"\bstandard\s+deviations?\b|\bvariances?\b|\bstat(?:s|istics?)\b",
+    r"\b(?:max|maxima|minima|minimum|maximum|highest|lowest|peak)\b",
+    r"\b(?:trends?|correlat\w*|regressions?|anomal\w*|outliers?|forecast\w*)\b",
+    r"\bsummar(?:y|ies|ize|ized|izes|izing|ise|ised|ises|ising)\b",
+    r"\b(?:hourly|daily|weekly|monthly|yearly)\s+(?:values|rows|buckets|figures|readings"
+    r"|samples|intervals|data|means|maxima|minima)\b",
 )
 
 # "I mean ..." and "you mean" are speech, not arithmetic.

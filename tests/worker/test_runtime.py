@@ -166,6 +166,7 @@ def test_stop_abandons_in_flight_work_after_the_grace_period(tmp_path: Path) -> 
         backend = open_local_backend(tmp_path / "home", lock_duration=60)
         await backend.queue.send(b"slow", "s", message_id="m")
         handler = ScriptedHandler(backend, {b"slow": ["slow"]})
+        stopped: list[int] = []
         runtime = Runtime(
             handler,
             backend.queue,
@@ -174,11 +175,16 @@ def test_stop_abandons_in_flight_work_after_the_grace_period(tmp_path: Path) -> 
             lock_duration=60,
             session_idle=0.05,
             shutdown_grace=0.2,
+            on_stop=lambda: stopped.append(len(handler.calls)),
         )
         task = asyncio.create_task(runtime.run())
         while not handler.calls:
             await asyncio.sleep(0.01)
         runtime.stop()
+        runtime.stop()
+        # on_stop (serve() closes readiness with it) runs once, at once: the turn is still
+        # in its grace. /readyz had said ready through the whole grace period.
+        assert stopped == [1] and not task.done()
         await asyncio.wait_for(task, timeout=10)
         # Redelivered later: still on the queue, not dead-lettered, not completed.
         session = await backend.queue.accept_session(0)
@@ -426,33 +432,3 @@ def test_an_error_outside_the_port_errors_on_accept_does_not_end_the_run() -> No
     )
     asyncio.run(asyncio.wait_for(runtime.run(), timeout=10))
     assert len(calls) == 2
-
-
-def test_on_stop_is_called_once_as_the_grace_period_starts(tmp_path: Path) -> None:
-    # serve() closes readiness there: /readyz said ready through the whole grace period.
-    async def main() -> list[int]:
-        backend = open_local_backend(tmp_path / "home", lock_duration=60)
-        await backend.queue.send(b"slow", "s", message_id="m")
-        handler = ScriptedHandler(backend, {b"slow": ["slow"]})
-        stopped: list[int] = []
-        runtime = Runtime(
-            handler,
-            backend.queue,
-            concurrency=1,
-            retry=RetryPolicy.no_waiting(),
-            lock_duration=60,
-            session_idle=0.05,
-            shutdown_grace=1,
-            on_stop=lambda: stopped.append(len(handler.calls)),
-        )
-        running = asyncio.create_task(runtime.run())
-        while not handler.calls:
-            await asyncio.sleep(0.01)
-        runtime.stop()
-        runtime.stop()
-        assert stopped == [1] and not running.done()  # at once, the turn still in its grace
-        await asyncio.wait_for(running, timeout=10)
-        await backend.close()
-        return stopped
-
-    assert asyncio.run(main()) == [1]
