@@ -131,11 +131,15 @@ class RowCollector:
         group.pages += 1
         if not rows:
             return rows
+        if keys is None:
+            keys = dict.fromkeys(chain.from_iterable(rows))  # first-seen order
+        if not keys:
+            # Every row is empty, or held only secrets (step 8): nothing a file could show,
+            # where a file of blank lines would claim rows.
+            return []
         if artifact is not None and artifact not in group.artifacts:
             group.artifacts.append(artifact)
         group.rows += len(rows)
-        if keys is None:
-            keys = dict.fromkeys(chain.from_iterable(rows))  # first-seen order
         group.columns.update(keys)
         matcher = self._matcher
         if matcher is not None:

@@ -88,6 +88,7 @@ class OldCollector:
         group["truncated"] = group["truncated"] or is_truncated(result)
         page = array("Q")
         kept = []
+        artifacts_before = list(group["artifacts"])
         for raw in extract_rows(result):
             row = clean_row(raw)
             digest = old_digest(row)
@@ -103,6 +104,12 @@ class OldCollector:
             kept.append(row)
         if page:
             group["pages"].append(array("Q", sorted(page)))
+        if kept and not any(kept):
+            # A page whose rows hold no key gives no rows (decision.md step 8); its digests
+            # still guard later pages, as the collector's do.
+            group["rows"] -= len(kept)
+            group["artifacts"] = artifacts_before
+            return []
         return kept
 
 

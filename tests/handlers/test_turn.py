@@ -408,6 +408,16 @@ def test_a_derived_cue_that_names_the_turns_data_lets_its_rows_be_exported(
         assert decision_of(outcome) == "derived_output_without_table"
 
 
+def test_rows_that_held_only_secrets_are_no_rows() -> None:
+    # Cleaned, they had no key left: the CSV held as many blank lines as the record's rows.
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_tokens", [{"access_token": f"t{i}"} for i in range(5)]))
+    chat.reply("Done.")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_rows"
+
+
 def test_composed_table_wins_over_action_rows() -> None:
     chat = Chat()
     chat.user("create a csv")
