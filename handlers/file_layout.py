@@ -7,7 +7,6 @@ same `'` as any other cell, so the record names the columns exactly as the file 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -16,13 +15,11 @@ import msgspec
 from handlers.dataset import finish_row
 from handlers.rows import Row
 from handlers.selection import Selection
-from handlers.serialisers import Cells, ColumnBlock
+from handlers.serialisers import Cells, ColumnBlock, without_surrogates
 from handlers.serialisers.csv_file import PlainCsvBatch, csv_cell
 from handlers.serialisers.headers import unique_headers
 from handlers.tables import Table
 from schemas.vocabulary import ExportFormat
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Layout(msgspec.Struct, frozen=True):
@@ -58,7 +55,7 @@ def _named(
 ) -> Layout:
     # A lone surrogate has no UTF-8 form: the record and the event could not name the column
     # (the turn was recorded published, then failed to announce it).
-    names = [_SURROGATE.sub("\ufffd", key) for key in keys]
+    names = [without_surrogates(key) for key in keys]
     if fmt == "csv":
         # As the file reads them (neutralised, CRLF line ends), before they are made unique:
         # "=a" and "'=a" would otherwise both read "'=a".

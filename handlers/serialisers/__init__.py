@@ -11,11 +11,12 @@ here does I/O: the text formats yield byte chunks, XLSX writes to a sink it is h
 are consumed a row or a block at a time so no format holds the whole dataset.
 
 This module holds only what every format shares: content types, extensions, the row
-shape rule, column blocks and the chunking rule.
+shape rule, column blocks, the chunking rule and the lone-surrogate rule.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
@@ -26,6 +27,13 @@ CONTENT_TYPES: Final[dict[str, str]] = {
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
 }
 EXTENSIONS: Final[dict[str, str]] = {"csv": "csv", "json": "json", "xml": "xml", "xlsx": "xlsx"}
+# Half a surrogate pair (JSON may escape one alone) has no UTF-8 form.
+LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """The text with each lone surrogate replaced by U+FFFD."""
+    return LONE_SURROGATE.sub("\ufffd", text)
 
 
 class ColumnBlock:

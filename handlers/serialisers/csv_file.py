@@ -25,7 +25,14 @@ from itertools import groupby, islice
 from operator import itemgetter
 from typing import Any, cast
 
-from handlers.serialisers import Cells, ColumnBlock, CsvRecords, aligned
+from handlers.serialisers import (
+    LONE_SURROGATE,
+    Cells,
+    ColumnBlock,
+    CsvRecords,
+    aligned,
+    without_surrogates,
+)
 from handlers.serialisers.json_file import compact_json
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -34,7 +41,6 @@ _PLAIN_NUMBER = re.compile(
     r"[+-]?(([0-9]{1,3}(,[0-9]{3})+|[0-9]+)(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?"
 )
 _NEEDS_QUOTES = re.compile(r'[",\r\n]')
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE_BREAK = re.compile("\r\n?|\n")
 # The fast path of a cell: text with none of these characters, not starting with one that
 # may open a formula (a space may precede one), is written as it is.
@@ -85,7 +91,7 @@ def csv_cell(value: Any) -> str:
     """A value as CSV text: numbers as numbers, nested as compact JSON, formulas neutralised."""
     # Line ends first: a bare LF would become a leading CR, a formula start to neutralise.
     text = neutralised(_LINE_BREAK.sub("\r\n", cell_text(value)))
-    return _SURROGATE.sub("\ufffd", text)
+    return without_surrogates(text)
 
 
 def csv_chunks(
@@ -242,7 +248,7 @@ def _plain_column(joined: str) -> bool:
         return False
     if _COLUMN_MAY_OPEN_A_FORMULA.search(joined):
         return False
-    return joined.isascii() or not _SURROGATE.search(joined)
+    return joined.isascii() or not LONE_SURROGATE.search(joined)
 
 
 def _cell(value: Any) -> str:

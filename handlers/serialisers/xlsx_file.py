@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, Final
 
-from handlers.serialisers import Cells, aligned, each_row
+from handlers.serialisers import Cells, aligned, each_row, without_surrogates
 from handlers.serialisers.csv_file import cell_text
 
 MAX_XLSX_DATA_ROWS: Final = 1_048_575
@@ -47,7 +47,6 @@ SHEET_NAME: Final = "Export"
 _MAX_EXACT_INT: Final = 2**53
 _MAX_SHEET_NUMBER: Final = 9.99999999999999e307
 _MAX_CELL_UNITS: Final = 32_767  # UTF-16 units a cell holds
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _OPTIONS: Final = {
     "constant_memory": True,
     # Text is data: never let xlsxwriter turn "=1+1", "http://…" or "007" into something else.
@@ -257,4 +256,4 @@ def _fits_a_double(value: Any) -> bool:
 
 
 def _text(text: str) -> str:
-    return _SURROGATE.sub("\ufffd", text)
+    return without_surrogates(text)
