@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from itertools import islice
-from typing import Any
+from typing import Any, Final
 
 from handlers.rows import extract_rows, locate_rows
 from schemas.documents import CompactCitation
@@ -24,6 +24,10 @@ MAX_DICT_KEYS = 12
 PLACEHOLDER_LEVEL = 4
 REMAINING_ITEMS = "remaining_items"
 REMAINING_KEYS = "remaining_keys"
+# What `_compact` leaves of a string it cut, and of a container it replaced (relevance reads
+# both out of a citation's strings; `bounding_estimate` asks whether anything was cut).
+TRUNCATED: Final = re.compile(r"…\[truncated \d+ chars\]$")
+PLACEHOLDER: Final = re.compile(r"<(?:dict|list) with \d+ (?:keys|items)>")
 
 
 def compact(value: Any) -> Any:
@@ -43,22 +47,7 @@ def build_citation(result: Any) -> dict[str, Any]:
 
 def estimate_rows(citation: CompactCitation | Mapping[str, Any] | None) -> int | None:
     """Rows a compact citation stands for: row_count, else compacted rows plus remaining_items."""
-    if citation is None:
-        return None
-    if isinstance(citation, CompactCitation):
-        row_count, result = citation.row_count, citation.result
-    else:
-        row_count, result = citation.get("row_count"), citation.get("result")
-    if isinstance(row_count, int) and not isinstance(row_count, bool):
-        return row_count
-    if result is None:
-        return None
-    source = locate_rows(result)
-    if source.items is None:
-        return 0 if source.row is None else 1
-    items = list(source.items)
-    hidden = _remaining_items(items[-1]) if items else None
-    return len(items) if hidden is None else len(items) - 1 + hidden
+    return _estimate(citation)[0]
 
 
 def bounding_estimate(citation: CompactCitation | Mapping[str, Any] | None) -> int | None:
@@ -69,25 +58,34 @@ def bounding_estimate(citation: CompactCitation | Mapping[str, Any] | None) -> i
     cut: a truncated JSON string reads as one row, and so does a placeholder or a dict whose
     rows key was past the twelfth. The dominance rule reads a group after another only on
     an estimate that bounds its rows (docs/contract/decision.md step 7)."""
-    estimate = estimate_rows(citation)
-    if estimate is None:
-        return None
+    estimate, bounds = _estimate(citation)
+    return estimate if bounds else None
+
+
+def _estimate(citation: CompactCitation | Mapping[str, Any] | None) -> tuple[int | None, bool]:
+    """`estimate_rows`, and whether it bounds the rows from above (`bounding_estimate`)."""
+    if citation is None:
+        return None, False
     if isinstance(citation, CompactCitation):
         row_count, result = citation.row_count, citation.result
     else:
-        assert citation is not None
         row_count, result = citation.get("row_count"), citation.get("result")
     if isinstance(row_count, int) and not isinstance(row_count, bool):
-        return estimate
-    if locate_rows(result).items is not None or not _was_cut(result):
-        return estimate
-    return None
+        return row_count, True
+    if result is None:
+        return None, False
+    source = locate_rows(result)
+    if source.items is None:
+        return (0 if source.row is None else 1), not _was_cut(result)
+    items = list(source.items)
+    hidden = _remaining_items(items[-1]) if items else None
+    return (len(items) if hidden is None else len(items) - 1 + hidden), True
 
 
 def _was_cut(value: Any) -> bool:
     """Whether compaction cut something out of this compacted value."""
     if isinstance(value, str):
-        return _CUT_TEXT.search(value) is not None
+        return TRUNCATED.search(value) is not None or PLACEHOLDER.fullmatch(value) is not None
     if isinstance(value, Mapping):
         return REMAINING_KEYS in value or any(_was_cut(v) for v in value.values())
     if isinstance(value, list | tuple):
@@ -95,10 +93,6 @@ def _was_cut(value: Any) -> bool:
             bool(value) and _remaining_items(value[-1]) is not None
         )
     return False
-
-
-# A string `_compact` truncated, or a container it replaced with a placeholder.
-_CUT_TEXT = re.compile(r"…\[truncated \d+ chars\]$|^<(?:list with \d+ items|dict with \d+ keys)>$")
 
 
 def _compact(value: Any, level: int) -> Any:

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain, islice
 from typing import Any, Final
 
+from handlers.compaction import PLACEHOLDER, TRUNCATED
+
 MIN_WORD_CHARS: Final = 3
 # Bounds on what one group contributes: citations are compact, but arguments need not be.
 _MAX_STRINGS: Final = 2000
@@ -72,8 +74,6 @@ _FUNCTION_WORDS: Final = frozenset(
 STOP_WORDS: Final = _FORMAT_WORDS | _ASKING_WORDS | _FUNCTION_WORDS
 
 _PIECES: Final = re.compile(r"[^\W_]+")
-_PLACEHOLDER: Final = re.compile(r"<(?:dict|list) with \d+ (?:keys|items)>")
-_TRUNCATION: Final = re.compile(r"…\[truncated \d+ chars\]$")
 
 
 def words(text: str) -> Iterator[str]:
@@ -178,9 +178,9 @@ def _texts(
         for text in islice(strings, start, None):
             # Each pattern holds a literal ("<", "[truncated "): a text without it is passed
             # by a check in C before the pattern runs.
-            if text.startswith("<") and _PLACEHOLDER.fullmatch(text):
+            if text.startswith("<") and PLACEHOLDER.fullmatch(text):
                 continue
-            yield _TRUNCATION.sub("", text) if "[truncated " in text else text
+            yield TRUNCATED.sub("", text) if "[truncated " in text else text
 
 
 def score(subject: frozenset[str], group: frozenset[str]) -> int:
