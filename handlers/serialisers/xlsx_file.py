@@ -100,7 +100,7 @@ def write_xlsx(
         bold = workbook.add_format({"bold": True})
         sheet.freeze_panes(1, 0)
         if _SheetRows.fits(sheet):
-            _SheetRows(sheet, len(columns)).write(columns, rows, bold)
+            _SheetRows(sheet).write(columns, rows, bold)
         else:
             _write_cells(sheet, columns, rows, bold)
     finally:
@@ -129,15 +129,11 @@ class _SheetRows:
     out, and a row with none is not written. Afterwards the worksheet's dimensions and last
     row are those its own writes would have left, so it closes the sheet as it would have."""
 
-    __slots__ = ("_letters", "_out", "_sheet", "_width")
+    __slots__ = ("_out", "_sheet")
 
-    def __init__(self, sheet: Any, width: int) -> None:
-        from xlsxwriter.utility import xl_col_to_name
-
+    def __init__(self, sheet: Any) -> None:
         self._sheet = sheet
         self._out = sheet.row_data_fh
-        self._width = width
-        self._letters = [xl_col_to_name(col) for col in range(width)]
 
     @staticmethod
     def fits(sheet: Any) -> bool:
@@ -154,8 +150,10 @@ class _SheetRows:
         )
 
     def write(self, columns: Sequence[str], rows: Iterable[Cells], header_style: Any) -> None:
-        width = self._width
-        letters = self._letters
+        from xlsxwriter.utility import xl_col_to_name
+
+        width = len(columns)
+        letters = [xl_col_to_name(col) for col in range(width)]
         pending = []
         if width:  # the bold style is the header's: a workbook without one does not hold it
             style = f' s="{header_style._get_xf_index()}"'
@@ -180,6 +178,7 @@ class _SheetRows:
                         )
                     else:
                         cells.append(_string_cell(f'r="{letter}{number}"', value))
+                # `_fits_a_double` for a float, inline: False for NaN and ±Infinity too.
                 elif kind is float and -_MAX_SHEET_NUMBER <= value <= _MAX_SHEET_NUMBER:
                     cells.append(f'<c r="{letter}{number}"><v>{value:.16G}</v></c>')
                 elif value is not None:
