@@ -92,7 +92,8 @@ def _fenced_csv_table(body: str) -> Table | None:
     if len(rows) < 2:
         return None
     width = max(len(r) for r in rows)
-    return _table(rows[0], rows[1:], width)
+    cleaned = [[_clean_cell(cell) for cell in row] for row in rows]
+    return _table(cleaned[0], cleaned[1:], width)
 
 
 def _region_tables(offset: int, region: str) -> list[_Candidate]:
@@ -136,8 +137,11 @@ def _pipe_tables(lines: list[str]) -> tuple[list[tuple[int, Table]], list[bool]]
         for k in range(i, end):
             used[k] = True
         # Markdown pads a short row and ignores a long row's extra cells.
-        rows = [_pipe_cells(line)[: len(columns)] for line in lines[i + 2 : end]]
-        table = _table(columns, rows, len(columns))
+        rows = [
+            [_clean_cell(cell) for cell in _pipe_cells(line)[: len(columns)]]
+            for line in lines[i + 2 : end]
+        ]
+        table = _table([_clean_cell(name) for name in columns], rows, len(columns))
         if table is not None:
             tables.append((i, table))
         i = end
@@ -199,7 +203,7 @@ def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[
             block_end = end
         if waiting:
             end = block_end  # the block ended before them: they are prose after it
-        table = _table(_cleaned(header), rows, len(header.cells), cleaned=True)
+        table = _table(_cleaned(header), rows, len(header.cells))
         if table is not None:
             tables.append((i, table))
         i = max(end, i + 1)
@@ -326,14 +330,12 @@ def _is_elision(cells: list[str] | tuple[str, ...]) -> bool:
     return any(c in _ELLIPSES for c in stripped) and all(c in _ELLIPSES or not c for c in stripped)
 
 
-def _table(
-    header: list[str], rows: list[list[str]], width: int, *, cleaned: bool = False
-) -> Table | None:
-    """The table without elision rows and columns headed by an ellipsis; None when too small.
-    `cleaned`: the cells were cleaned already (`_cleaned`), else each is here."""
-    columns = _padded(header, width, cleaned)
+def _table(header: list[str], rows: list[list[str]], width: int) -> Table | None:
+    """The table, its cells cleaned (`_clean_cell`) by the caller, without elision rows and
+    columns headed by an ellipsis; None when too small."""
+    columns = _padded(header, width)
     keep = [i for i, name in enumerate(columns) if name not in _ELLIPSES]
-    body = [_padded(row, width, cleaned) for row in rows]
+    body = [_padded(row, width) for row in rows]
     body = [row for row in body if not _is_elision(row) and _has_text(list(row))]
     if len(keep) < 2 or not body:
         return None
@@ -343,9 +345,8 @@ def _table(
     )
 
 
-def _padded(cells: list[str], width: int, cleaned: bool = False) -> tuple[str, ...]:
-    clean = cells[:width] if cleaned else [_clean_cell(cell) for cell in cells[:width]]
-    return tuple(clean + [""] * (width - len(clean)))
+def _padded(cells: list[str], width: int) -> tuple[str, ...]:
+    return tuple(cells[:width] + [""] * (width - len(cells)))
 
 
 def _cleaned(record: _Record) -> list[str]:
