@@ -10,6 +10,13 @@ the de-duplication run over the page's rows in bulk, in C where the rows allow i
 the last page, `select` applies dominance and `table_is_excerpt` the excerpt test. The
 shell spools the rows it is handed per action and writes the selected actions' rows, each
 through `finish_row`.
+
+A group's digests stay in memory (`DigestSet`) while they are few. When the shell gives a
+`DigestStore`, a group past `log_after` digests writes them there instead (`DigestLog`):
+its pages are then handed over whole, repeats included, and the repeats are found when the
+counts are first asked for (`select`, `counts`); `skipped` names their positions among the
+action's rows handed over, which the shell leaves out of the file. The figures are those
+the page-by-page de-duplication gives (a property test holds the two to one oracle).
 """
 
 from __future__ import annotations
@@ -17,13 +24,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable
 from itertools import chain
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
-from handlers.digest_set import DigestSet
+from handlers.digest_log import DigestLog, DigestStore
+from handlers.digest_set import SMALL, DigestSet
 from handlers.excerpt import TableMatcher, is_excerpt
-from handlers.row_digest import row_digests
+from handlers.row_digest import row_digest, row_digests
 from handlers.rows import Row, RowCleaner, locate_rows, says_truncated
 from handlers.selection import ResultRef, Selection, choose_actions, source_column_name
 from handlers.tables import Table, without_secret_columns
@@ -44,18 +52,35 @@ class _Group(msgspec.Struct):
     artifacts: list[str] = msgspec.field(default_factory=list)
     truncated: bool = False
     matched: set[int] = msgspec.field(default_factory=set)  # indexes of reply-table rows seen
+    handed: int = 0  # rows handed to the shell: positions among them name the rows skipped
+    # Once the group's digests are logged: the log (its first page: the digests held before
+    # it), each later page as (artifact, first position handed, rows handed, blank rows),
+    # what the group had kept before, and the pages the figures were settled for.
+    log: DigestLog | None = None
+    logged: list[tuple[str | None, int, int, int]] = msgspec.field(default_factory=list)
+    kept_before_log: int = 0
+    artifacts_before_log: list[str] = msgspec.field(default_factory=list)
+    settled: int = 0
+    skipped: list[int] = msgspec.field(default_factory=list)
 
 
 class RowCollector:
     """Accumulates what selection needs while rows stream past: counts, columns, matches."""
 
-    def __init__(self, table: Table | None = None) -> None:
+    def __init__(
+        self,
+        table: Table | None = None,
+        store: DigestStore | None = None,
+        log_after: int = SMALL,
+    ) -> None:
         # The rows lose their secret keys as they are fed (step 8), so the excerpt test
         # (step 7, on the rows as retrieved) sets the table's secret columns aside too.
         self._matcher = TableMatcher(without_secret_columns(table)) if table is not None else None
         self._groups: dict[str, _Group] = {}
         self._cleaner = RowCleaner()
         self._pages_expected: dict[str, int] = {}
+        self._store = store
+        self._log_after = log_after
 
     def expect(self, refs: Iterable[ResultRef]) -> None:
         """Say which pages are coming (a fetch round's refs), so that a group's de-dup table
@@ -75,7 +100,7 @@ class RowCollector:
     def select(self) -> Selection:
         """The groups to export, decided after every result was fed."""
         # Call order, not feed order: a group fetched later (deferred) keeps its place.
-        groups = sorted(self._groups.values(), key=lambda g: g.first_order)
+        groups = sorted(map(self._settled, self._groups.values()), key=lambda g: g.first_order)
         actions, combined = choose_actions([(g.action, g.rows) for g in groups])
         chosen = [self._groups[action] for action in actions]
         columns: dict[str, None] = {}
@@ -94,7 +119,13 @@ class RowCollector:
 
     def counts(self) -> dict[str, int]:
         """Rows of every group fed so far, by action (a group never fed is absent)."""
-        return {action: group.rows for action, group in self._groups.items()}
+        return {action: self._settled(group).rows for action, group in self._groups.items()}
+
+    def skipped(self, action: str) -> list[int]:
+        """Positions, among the rows of `action` handed over, of those that repeat an earlier
+        page (in order): none unless the group's digests were logged."""
+        group = self._groups.get(action)
+        return [] if group is None else self._settled(group).skipped
 
     def table_is_excerpt(self, selection: Selection) -> bool:
         """Whether the reply's table is an excerpt of the selected action rows."""
@@ -114,6 +145,13 @@ class RowCollector:
         page are kept, so its digests only guard later pages. `keys`: the rows' keys in
         first-seen order, when the cleaner read them."""
         digests = row_digests(rows)
+        if group.log is None and group.pages and self._store is not None:
+            held = len(group.earlier) + len(group.last_page) + len(digests)
+            expected = self._pages_expected.get(group.action, 0)
+            if table_room(held, group.pages + 1, expected) > self._log_after:
+                _start_log(group, self._store)
+        if group.log is not None:
+            return self._logged_page(group, artifact, rows, keys, digests)
         if group.pages == 0:
             group.last_page = array("Q", digests)  # in the table only if a second page comes
         else:
@@ -140,6 +178,37 @@ class RowCollector:
         if artifact is not None and artifact not in group.artifacts:
             group.artifacts.append(artifact)
         group.rows += len(rows)
+        group.handed += len(rows)
+        self._taken(group, rows, keys)
+        return rows
+
+    def _logged_page(
+        self,
+        group: _Group,
+        artifact: str | None,
+        rows: list[Row],
+        keys: dict[str, None] | None,
+        digests: list[int],
+    ) -> list[Row]:
+        """A page of a group whose digests are logged: handed over whole, its repeats of
+        earlier pages found by `_settled`. Its columns and matches are those of its rows
+        less the repeats: a repeat's keys and matches are its first occurrence's."""
+        assert group.log is not None
+        group.log.add(digests)
+        group.pages += 1
+        if rows and keys is None:
+            keys = dict.fromkeys(chain.from_iterable(rows))
+        if not keys:  # no rows, or none holding a key
+            group.logged.append((artifact, group.handed, 0, 0))
+            return []
+        group.logged.append((artifact, group.handed, len(rows), rows.count({})))
+        group.rows += len(rows)
+        group.handed += len(rows)
+        # A row with no key is matched once its page is known to give rows (`_settled`).
+        self._taken(group, list(filter(None, rows)) if self._matcher else rows, keys)
+        return rows
+
+    def _taken(self, group: _Group, rows: list[Row], keys: dict[str, None]) -> None:
         group.columns.update(keys)
         matcher = self._matcher
         if matcher is not None:
@@ -147,7 +216,41 @@ class RowCollector:
                 if len(group.matched) >= len(matcher.table.rows):
                     break
                 group.matched |= matcher.matches(row, group.matched)
-        return rows
+
+    def _settled(self, group: _Group) -> _Group:
+        """The group with its figures net of the repeats its log holds (the pages logged so far)."""
+        log = group.log
+        if log is None or group.settled == len(log):
+            return group
+        repeats = log.repeats()
+        rows = group.kept_before_log
+        artifacts = list(group.artifacts_before_log)
+        skipped: list[int] = []
+        blank_kept = False
+        for page, (artifact, first, handed, blanks) in enumerate(group.logged, start=1):
+            kept = handed
+            if handed and page in repeats:
+                positions, repeated = repeats[page]
+                blanks_kept = 0 if _BLANK in repeated else blanks
+                if handed - len(positions) == blanks_kept:
+                    # Only rows with no key are left: the page gives no rows, as a page of such
+                    # rows alone does (step 8).
+                    skipped.extend(range(first, first + handed))
+                    kept = 0
+                else:
+                    skipped.extend(first + at for at in positions)
+                    kept = handed - len(positions)
+                    blank_kept = blank_kept or blanks_kept > 0
+            elif handed:
+                blank_kept = blank_kept or blanks > 0
+            rows += kept
+            if kept and artifact is not None and artifact not in artifacts:
+                artifacts.append(artifact)
+        group.rows, group.artifacts, group.skipped = rows, artifacts, skipped
+        if blank_kept and self._matcher is not None:
+            group.matched |= self._matcher.matches({})
+        group.settled = len(log)
+        return group
 
 
 def table_room(held: int, pages_seen: int, pages_expected: int) -> int:
@@ -158,6 +261,21 @@ def table_room(held: int, pages_seen: int, pages_expected: int) -> int:
     if pages_expected <= pages_seen:
         return held
     return min(held * pages_expected // pages_seen, 4 * held)
+
+
+_BLANK: Final = row_digest({})  # a row with no key (every row of such a page is dropped)
+
+
+def _start_log(group: _Group, store: DigestStore) -> None:
+    """Move the group's digests from memory to a log: its first page holds them all."""
+    log = DigestLog(store)
+    log.add([*group.earlier, *group.last_page])
+    group.earlier = DigestSet()
+    group.last_page = array("Q")
+    group.log = log
+    group.kept_before_log = group.rows
+    group.artifacts_before_log = list(group.artifacts)
+    group.settled = 1
 
 
 def finish_row(row: Row, action: str, selection: Selection) -> Row:

@@ -21,8 +21,8 @@ whole is alive: the moment a large export's peak RSS is made.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
-from itertools import islice
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, islice
 from typing import Final
 
 _FIRST_SLOTS: Final = 1024
@@ -52,6 +52,13 @@ class DigestSet:
         if self._small is not None:
             return len(self._small)
         return self._count + self._zero
+
+    def __iter__(self) -> Iterator[int]:
+        """The digests held, in no particular order."""
+        if self._small is not None:
+            return iter(self._small)
+        held = (digest for digest in self._slots if digest != _EMPTY)
+        return chain(held, (0,)) if self._zero else held
 
     @property
     def nbytes(self) -> int:

@@ -28,6 +28,7 @@ from msgspec.structs import replace
 from handlers import carry_forward
 from handlers.compaction import bounding_estimate
 from handlers.dataset import RowCollector
+from handlers.digest_log import DigestStore
 from handlers.errors import RetryableError
 from handlers.export_paths import (
     confine_artifact,
@@ -154,18 +155,21 @@ def start(inp: TurnInput) -> Phase:
     return FetchCurrentTurn(request, fetch, deferred, tuple(window_refs))
 
 
-def collector_for(phase: FetchPhase, running: RowCollector | None) -> RowCollector:
+def collector_for(
+    phase: FetchPhase, running: RowCollector | None, store: DigestStore | None = None
+) -> RowCollector:
     """The collector a fetch round feeds: a new one, or the round before's (see phases.py),
-    told which pages the round brings."""
+    told which pages the round brings. `store`: where a large group's digests may go
+    (dataset.py), the shell's to give."""
     match phase:
         case FetchCurrentTurn(request=request):
-            collector = RowCollector(request.table)
+            collector = RowCollector(request.table, store)
         case FetchDeferredGroups():
             if running is None:
                 raise IllegalTransition("deferred groups join the current turn's collector")
             collector = running
         case FetchReachBack():
-            collector = RowCollector(None)
+            collector = RowCollector(None, store)
     collector.expect(phase.fetch)
     return collector
 

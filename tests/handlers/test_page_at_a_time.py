@@ -11,10 +11,12 @@ from bisect import bisect_left
 from itertools import chain
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from handlers.dataset import RowCollector
+from handlers.digest_log import MemoryStore
 from handlers.digest_set import DigestSet
 from handlers.excerpt import TableMatcher
 from handlers.row_digest import row_digest, row_digests
@@ -89,6 +91,7 @@ class OldCollector:
         page = array("Q")
         kept = []
         artifacts_before = list(group["artifacts"])
+        matched_before = set(group["matched"])
         for raw in extract_rows(result):
             row = clean_row(raw)
             digest = old_digest(row)
@@ -109,6 +112,7 @@ class OldCollector:
             # still guard later pages, as the collector's do.
             group["rows"] -= len(kept)
             group["artifacts"] = artifacts_before
+            group["matched"] = matched_before  # nor matches
             return []
         return kept
 
@@ -217,3 +221,118 @@ def test_absent_positions_are_those_not_in_the_set(
         assert table.absent(mixed) == [i for i, d in enumerate(mixed) if d not in added]
         table.add_all(page)
         added.update(page)
+
+
+# Pages drawn from a few rows, some of them holding only a secret (blank once cleaned), so
+# that repeats across pages, pages left with blank rows only and blank repeats are common.
+POOLED = st.lists(
+    st.sampled_from([{"t": 1, "v": 12.5}, {"t": "V"}, {"v": 2}, {"api_key": "k"}, {}, {"t": 1}]),
+    max_size=5,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    feeds=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.one_of(RESULTS, ITEMS, POOLED, POOLED)),
+        max_size=7,
+    ),
+    repeats=st.lists(st.integers(min_value=0, max_value=6), max_size=5),
+    with_table=st.booleans(),
+    log_after=st.integers(min_value=0, max_value=12),
+    told=st.booleans(),
+)
+def test_a_logged_group_decides_what_the_row_at_a_time_collector_decided(
+    feeds: list[tuple[str, Any]], repeats: list[int], with_table: bool, log_after: int, told: bool
+) -> None:
+    # The same oracle, with the groups' digests logged past `log_after` (a few, so that
+    # small pages switch at any page): the rows handed over less those `skipped` names are
+    # the rows the oracle kept, and every figure is the oracle's.
+    for at in repeats:
+        if at < len(feeds):
+            feeds.append(feeds[at])
+    table = Table(("t", "v"), (("1", "12.5"), ("V", ""), ("", ""))) if with_table else None
+    new, old = RowCollector(table, MemoryStore(), log_after=log_after), OldCollector(table)
+    refs = [
+        ResultRef("t1", action, f"c{order}", f"a/{order}.json", None, order)
+        for order, (action, _) in enumerate(feeds)
+    ]
+    new.expect(refs if told else [])
+    handed: dict[str, list[Row]] = {}
+    kept: dict[str, list[Row]] = {}
+    for ref, (_, result) in zip(refs, feeds, strict=True):
+        handed.setdefault(ref.action, []).extend(new.feed(ref, result))
+        kept.setdefault(ref.action, []).extend(old.feed(ref, result))
+    counts = {action: group["rows"] for action, group in old.groups.items()}
+    assert new.counts() == counts
+    for action, rows in handed.items():
+        skipped = set(new.skipped(action))
+        assert skipped <= set(range(len(rows)))
+        assert same([row for at, row in enumerate(rows) if at not in skipped], kept[action])
+    if counts:
+        selection = new.select()
+        assert list(selection.source_artifacts) == [
+            a for action in selection.actions for a in old.groups[action]["artifacts"]
+        ]
+        assert selection.row_count == sum(counts[a] for a in selection.actions)
+        columns = [c for a in selection.actions for c in old.groups[a]["columns"]]
+        assert list(dict.fromkeys(columns)) == [
+            c for c in selection.columns if c != selection.source_column
+        ]
+        matched = {a: group["matched"] for a, group in old.groups.items()}
+        assert {a: g.matched for a, g in new._groups.items()} == matched
+
+
+def test_a_group_past_its_bound_logs_its_digests_and_keeps_none_in_memory() -> None:
+    store = MemoryStore()
+    collector = RowCollector(None, store, log_after=100)
+    refs = [ResultRef("t1", "get", f"c{n}", f"a/{n}.json", None, n) for n in range(3)]
+    collector.expect(refs)
+    pages = [[{"t": n, "v": page} for n in range(80)] for page in range(3)]
+    pages[2][:10] = pages[0][:10]  # ten repeats of the first page
+    for ref, page in zip(refs, pages, strict=True):
+        assert len(collector.feed(ref, page)) == 80  # handed over whole, repeats included
+    group = collector._groups["get"]
+    assert group.log is not None and len(group.earlier) == 0 and not group.last_page
+    assert collector.counts() == {"get": 230}
+    assert collector.skipped("get") == list(range(160, 170))
+    assert collector.select().row_count == 230
+
+
+SECRET_ONLY = {"api_key": "k"}  # a row left with no key once cleaned
+
+
+@pytest.mark.parametrize(
+    "pages",
+    [
+        # the blank row repeated, the page kept for a new row
+        [[{"t": 1}, SECRET_ONLY], [{"t": 1}, SECRET_ONLY, {"v": 2}], [{"t": 1}, {"v": 2}]],
+        # a page left with a blank row only gives no rows, and matches nothing
+        [[{"t": 1}], [{"t": 1}, SECRET_ONLY]],
+        # a blank row kept beside a new one matches what a blank row matches
+        [[{"t": 1}], [{"t": 1}, SECRET_ONLY, {"v": 2}]],
+        # a blank row first seen on a page of blank rows alone is a repeat later
+        [[SECRET_ONLY], [{"t": 1}, SECRET_ONLY], [SECRET_ONLY, {"v": 3}]],
+        # a logged page with no repeat keeps its blank row (and its match)
+        [[{"t": 1}], [SECRET_ONLY, {"v": 2}]],
+        # every row of a page repeated: its artifact is not a source
+        [[{"t": 1}, {"v": 2}], [{"v": 2}, {"t": 1}], [{"t": 5}]],
+    ],
+)
+@pytest.mark.parametrize("log_after", [0, 1, 2, 1_000_000])
+def test_blank_rows_and_repeated_pages_of_a_logged_group(
+    pages: list[list[Row]], log_after: int
+) -> None:
+    table = Table(("t", "v"), (("1", ""), ("", "")))  # the second row: what a blank row shows
+    new, old = RowCollector(table, MemoryStore(), log_after=log_after), OldCollector(table)
+    refs = [ResultRef("t1", "get", f"c{n}", f"a/{n}.json", None, n) for n in range(len(pages))]
+    handed: list[Row] = []
+    kept: list[Row] = []
+    for ref, page in zip(refs, pages, strict=True):
+        handed.extend(new.feed(ref, page))
+        kept.extend(old.feed(ref, page))
+    assert new.counts() == {"get": old.groups["get"]["rows"]}
+    skipped = set(new.skipped("get"))
+    assert same([row for at, row in enumerate(handed) if at not in skipped], kept)
+    assert list(new.select().source_artifacts) == old.groups["get"]["artifacts"]
+    assert new._groups["get"].matched == old.groups["get"]["matched"]
