@@ -30,15 +30,20 @@ in the processor's cache, where the export, after the turn's other work, would r
 them cold (a headline turn's two pages of 450 rows; benchmarks/PROFILE.md, thirteenth
 round). A page that needs a rule stays in the tail, the pages after it join it, and the
 action's later pages are not tried alone again (a call's pages share their shape).
+
+Rows found later to repeat an earlier page (a large group's de-duplication runs after its
+last page: `handlers/digest_log.py`) are left out as the batches are read back (`skip`), in
+whichever form a batch was written.
 """
 
 from __future__ import annotations
 
 import marshal
 import tempfile
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from handlers.serialisers.csv_file import PlainCsvBatch
 
@@ -60,6 +65,12 @@ class RowSpool:
         # Actions a page of which was tried as records and needed a rule: a call's pages
         # share their shape, so their later pages wait for a full batch, tried once there.
         self._ruled: set[str] = set()
+        self._skipped: dict[str, Sequence[int]] = {}
+
+    def skip(self, action: str, positions: Sequence[int]) -> None:
+        """Leave the rows of `action` at `positions` (ascending, in append order, counted
+        from 0) out of what `batches` and `rows` give back."""
+        self._skipped[action] = positions
 
     def write_as(self, encode: Callable[[Sequence[Sequence[Any]]], str | None]) -> None:
         """Write each batch of one shape spooled from now on as `encode` gives its columns
@@ -109,7 +120,27 @@ class RowSpool:
         start each call): a batch whose rows all had the same keys as the keys of its first
         row and their columns (one list of values per key), the form it was written in; any
         other batch as (None, the rows). The rows not yet written (fewer than a batch) come
-        last, in the same two forms."""
+        last, in the same two forms. The rows `skip` named are left out (a batch left with
+        none, too)."""
+        skipped = self._skipped.get(action)
+        if not skipped:
+            yield from self._batches(action)
+            return
+        start = 0  # the position of the batch's first row
+        cut = 0  # the first of `skipped` not passed yet
+        for batch in self._batches(action):
+            end = start + _size(batch)
+            if cut < len(skipped) and skipped[cut] < end:
+                stop = bisect_left(skipped, end, cut)
+                left = _without(batch, {at - start for at in skipped[cut:stop]})
+                cut = stop
+            else:
+                left = batch
+            start = end
+            if left is not None:
+                yield left
+
+    def _batches(self, action: str) -> Iterator[Batch]:
         spooled = self._files.get(action)
         if spooled is None:
             return
@@ -200,6 +231,38 @@ Batch = (
     | tuple[None, list[dict[str, Any]]]
     | tuple[tuple[str, ...], PlainCsvBatch]
 )
+
+
+def _size(batch: Batch) -> int:
+    """The rows of a batch."""
+    held = batch[1]
+    if isinstance(held, PlainCsvBatch):
+        return held.text.count("\r\n")  # a record's cells hold no line break
+    if batch[0] is None:
+        return len(held)
+    return len(cast("list[list[Any]]", held)[0])
+
+
+def _without(batch: Batch, dropped: set[int]) -> Batch | None:
+    """The batch less its rows at `dropped` (positions in it); None when none is left."""
+    names, held = batch
+    if isinstance(held, PlainCsvBatch):
+        assert names is not None
+        records = held.text.split("\r\n")
+        records.pop()  # the text ends with a record's CRLF
+        kept = [record for at, record in enumerate(records) if at not in dropped]
+        return (names, PlainCsvBatch("\r\n".join(kept) + "\r\n")) if kept else None
+    if names is None:
+        rows = [
+            row for at, row in enumerate(cast("list[dict[str, Any]]", held)) if at not in dropped
+        ]
+        return (None, rows) if rows else None
+    columns = cast("list[list[Any]]", held)
+    if len(dropped) >= len(columns[0]):
+        return None
+    return names, [
+        [value for at, value in enumerate(column) if at not in dropped] for column in columns
+    ]
 
 
 def _columnar(

@@ -79,14 +79,18 @@ def file_bytes(
     selection: Selection,
     *,
     as_records: bool,
+    skipped: dict[str, list[int]] | None = None,
 ) -> tuple[bytes, int]:
-    """The CSV file from the spooled batches, and how many batches came as records."""
+    """The CSV file from the spooled batches, and how many batches came as records; the rows
+    at `skipped` (positions per action) left out."""
     shape = layout("csv", None, selection)
     with RowSpool() as spool:
         if as_records:
             spool.write_as(plain_text)
         for action, rows in appended:
             spool.extend(action, rows)
+        for action, positions in (skipped or {}).items():
+            spool.skip(action, positions)
         recorded = sum(
             isinstance(batch, PlainCsvBatch)
             for action in selection.actions
@@ -127,6 +131,40 @@ def test_a_csv_file_from_batches_written_as_records_has_its_rows_bytes(
     event(f"batches written as records: {min(recorded, 2)}")
     assert got == expected
     assert file_bytes(appended, selection, as_records=False)[0] == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    appended=st.lists(st.tuples(st.sampled_from(["a", "=b"]), pages()), min_size=1, max_size=3),
+    source=st.sampled_from([None, "Source action"]),
+    every=st.sampled_from([1, 2, 3, 1000]),
+    offset=st.integers(min_value=0, max_value=BATCH_ROWS + 5),
+    runs=st.lists(st.tuples(st.integers(0, 3 * BATCH_ROWS), st.integers(1, BATCH_ROWS + 3))),
+)
+def test_rows_skipped_are_left_out_of_a_file_in_every_form_a_batch_took(
+    appended: list[tuple[str, list[dict[str, Any]]]],
+    source: str | None,
+    every: int,
+    offset: int,
+    runs: list[tuple[int, int]],
+) -> None:
+    # Rows scattered, and whole runs (a batch's every row, a page's): the file is the one
+    # the rows left would have written, whether its batches were records or values.
+    selection = selection_of(appended, source, ())
+    skipped: dict[str, list[int]] = {}
+    kept: list[tuple[str, list[dict[str, Any]]]] = []
+    for action in dict.fromkeys(action for action, _ in appended):
+        rows = [row for name, page in appended if name == action for row in page]
+        gone = {at for at in range(offset % every, len(rows), every)} if every < 1000 else set()
+        for start, length in runs:
+            gone.update(range(start, min(start + length, len(rows))))
+        skipped[action] = sorted(gone)
+        kept.append((action, [row for at, row in enumerate(rows) if at not in gone]))
+    expected = rows_file(kept, selection)
+    for as_records in (True, False):
+        assert file_bytes(appended, selection, as_records=as_records, skipped=skipped)[0] == (
+            expected
+        )
 
 
 def test_full_batches_of_plain_values_are_spooled_as_records_the_rest_as_values() -> None:
