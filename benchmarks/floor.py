@@ -6,7 +6,8 @@ bytes in memory; no start-up, no file I/O), from artifact bytes to csv bytes:
 - bare: orjson.loads each page, `csv.writer.writerows` of its rows (the limit of run_all.py);
 - the worker's row path, with its own functions, in the order `worker/handler.py` calls
   them: parse (`parse_artifact_json`), clean (`RowCleaner`), digest (`row_digests`),
-  de-duplicate across pages (`DigestSet`, inside `RowCollector.feed`), spool (`RowSpool`,
+  de-duplicate across pages (a group past a few thousand rows logs its digests to a file,
+  `DigestLog`, and finds the repeats after its last page), spool (`RowSpool`,
   written and read back a batch at a time; for a csv export a full batch, or a page that
   starts the unwritten tail, is written as its records, so the csv step after it mostly
   copies them), cells (`batch_cells`) and csv (`csv_chunks`).
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workloads import telemetry_page
 
 from handlers.dataset import RowCollector, table_room
+from handlers.digest_log import DigestLog
 from handlers.digest_set import DigestSet
 from handlers.file_layout import batch_cells, dataset_cells, layout
 from handlers.row_digest import row_digests
@@ -48,6 +50,7 @@ from handlers.rows import RowCleaner, locate_rows
 from handlers.selection import ResultRef
 from handlers.serialisers.csv_file import csv_chunks, plain_text
 from worker.artifact_json import parse_artifact_json
+from worker.digest_file import DigestFile
 from worker.spool import Batch, RowSpool
 
 ACTION = "h"
@@ -90,13 +93,14 @@ def row_path(data: list[bytes]) -> bytes:
     refs = [
         ResultRef("t", ACTION, f"c{order}", f"a{order}", None, order) for order in range(len(data))
     ]
-    collector = RowCollector(None)
-    collector.expect(refs)  # as story.collector_for tells it a round's pages
-    with RowSpool() as spool:
+    with RowSpool() as spool, DigestFile() as store:
+        collector = RowCollector(None, store)  # a large group's digests go to the file
+        collector.expect(refs)  # as story.collector_for tells it a round's pages
         spool.write_as(plain_text)  # a csv export: batches spooled as the file's records
         for ref, raw in zip(refs, data, strict=True):
             spool.extend(ACTION, collector.feed(ref, parse_artifact_json(raw)["result"]))
         selection = collector.select()
+        spool.skip(ACTION, collector.skipped(ACTION))
         shape = layout("csv", None, selection)
         cells = dataset_cells(spool.batches(ACTION), ACTION, selection, shape)
         return b"".join(csv_chunks(shape.header, cells))
@@ -120,8 +124,18 @@ def steps(data: list[bytes], repeat: int) -> list[tuple[str, float]]:
     digests = step("digest (row_digests)", lambda: [row_digests(rows) for rows in pages])
 
     def dedup() -> None:
-        # As RowCollector._page: the first page goes in when the second comes, the table
-        # sized for the pages projected, each later page checked and added in one probe.
+        # As RowCollector._page for a group past `SMALL` digests: each page logged to the
+        # turn's digest file, the repeats found after the last (`select`).
+        with DigestFile() as store:
+            log = DigestLog(store)
+            for page in digests:
+                log.add(page)
+            log.repeats()
+
+    def dedup_in_memory() -> None:
+        # As RowCollector._page without a digest file: the first page goes in when the
+        # second comes, the table sized for the pages projected, each later page checked
+        # and added in one probe.
         earlier = DigestSet()
         held = 0
         for number, page in enumerate(digests):
@@ -133,7 +147,8 @@ def steps(data: list[bytes], repeat: int) -> list[tuple[str, float]]:
             if number:
                 earlier.add_absent(page)
 
-    step("de-dup (DigestSet)", dedup)
+    step("de-dup (DigestLog)", dedup)
+    step("  (in memory instead: DigestSet)", dedup_in_memory)
 
     def spool_round_trip() -> list[Batch]:
         with RowSpool() as spool:

@@ -40,7 +40,7 @@ from handlers.publishing import (
     WriteBlob,
     Written,
 )
-from handlers.selection import ResultRef
+from handlers.selection import ResultRef, Selection
 from handlers.serialisers import Cells
 from handlers.serialisers.csv_file import plain_text
 from schemas.documents import Artifact, Conversation, Message, parse_message
@@ -50,6 +50,7 @@ from schemas.validation import first_error
 from worker.allocator import fix_malloc_thresholds
 from worker.artifact_json import parse_artifact_json
 from worker.checkpoints import Checkpoint, no_checkpoint
+from worker.digest_file import DigestFile
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
 from worker.observer import NO_OBSERVER, TurnObserver
@@ -108,10 +109,10 @@ class TurnHandler:
         self.observer.annotate(**ids)
         with self.observer.step("read", source="ledger"):
             recorded = await self.backend.ledger.get(event.conversation_id, event.turn_id)
-        with RowSpool() as spool:
+        with RowSpool() as spool, DigestFile() as digests:
             ending: Ending | None = None
             if recorded is None:
-                ending = await self._decide(event, spool)
+                ending = await self._decide(event, spool, digests)
             elif recorded.user_id != event.user_id:
                 # Not a redelivery: another user names a recorded turn. A forged event must
                 # meet authorisation (and its security warning) like any first delivery.
@@ -120,7 +121,7 @@ class TurnHandler:
             return await self._publish(recorded, publication, spool)
 
     # ---- deciding --------------------------------------------------------------------
-    async def _decide(self, event: TurnCompleted, spool: RowSpool) -> Ending:
+    async def _decide(self, event: TurnCompleted, spool: RowSpool, digests: DigestFile) -> Ending:
         """Authorise, read the turn, and move it through its phases to an ending."""
         conversation, access = await self._authorised(event)
         if access == "deleted":
@@ -142,6 +143,11 @@ class TurnHandler:
         collector: RowCollector | None = None
         while True:
             match phase:
+                case ExportPlan(selection=Selection() as selection):
+                    assert collector is not None
+                    for action in selection.actions:  # repeats found after the last page
+                        spool.skip(action, collector.skipped(action))
+                    return phase
                 case Finished() | ExportPlan():
                     return phase
                 case FetchCurrentTurn() | FetchDeferredGroups() | FetchReachBack():
@@ -149,7 +155,7 @@ class TurnHandler:
                         # Spooled batches are written as the file's records at once: the
                         # export copies them instead of reading values back to write them.
                         spool.write_as(plain_text)
-                    collector = story.collector_for(phase, collector)
+                    collector = story.collector_for(phase, collector, digests)
                     with self.observer.step("fetch", artifacts=len(phase.fetch)):
                         await self._fetch(phase.fetch, collector, spool)
                     phase = story.after_fetch(inp, phase, collector)

@@ -16,8 +16,10 @@ import defusedxml.ElementTree as DET
 import openpyxl
 import pytest
 
+from handlers import turn as story
 from handlers.errors import PermanentError, RetryableError
 from handlers.serialisers.csv_file import PlainCsvBatch
+from worker.digest_file import DigestFile
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
 from worker.ports import Backend, QueueMessage
@@ -433,6 +435,60 @@ def test_large_combined_groups_write_the_same_csv_with_batches_spooled_as_record
     assert header.endswith(",Source action")
     monkeypatch.setattr(RowSpool, "write_as", lambda spool, encode: None)
     assert export("values")[1] == data
+
+
+@pytest.mark.parametrize(("fmt", "word"), [("csv", "a csv"), ("json", "a json file")])
+def test_a_large_groups_repeats_found_after_its_last_page_leave_the_file_page_by_page_gave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, word: str
+) -> None:
+    """Two pages of 5,000 rows, the second repeating 1,000 of the first: the group's digests
+    go to the turn's digest file, and the file written skips the repeats the log finds,
+    byte for byte the file the in-memory de-duplication writes."""
+    fixture = headline()
+    fixture["messages"][0]["content"] = f"Retrieve the BatteryVoltage1 history and create {word}"
+    first, second = (
+        artifact["result"]["items"]
+        for artifact in fixture["artifacts"].values()
+        if artifact["name"] == "list_parameter_history"
+    )
+    grown = [
+        {"timestamp": f"2026-11-{page + 20}T{n:05d}", "parameter": "P", "value": n, "unit": "V"}
+        for page in range(2)
+        for n in range(4550)
+    ]
+    first.extend(grown[:4550])
+    second.extend(grown[4550 + 1000 :])
+    second.extend(grown[1000:2000])  # repeats of the first page: dropped
+    second.extend({"timestamp": f"x{n}", "note": "another shape"} for n in range(10))
+    appended: list[int] = []
+    append = DigestFile.append
+
+    def spied(self: DigestFile, data: bytes) -> int:
+        appended.append(len(data))
+        return append(self, data)
+
+    monkeypatch.setattr(DigestFile, "append", spied)
+
+    def export(home: str) -> tuple[Any, bytes]:
+        async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> Any:
+            record = await handler.handle(message)
+            assert record.export is not None
+            return record, await blob_bytes(backend, record.export.blob)
+
+        return run(tmp_path / home, copy.deepcopy(fixture), body)  # type: ignore[no-any-return]
+
+    logged, data = export("logged")
+    assert appended  # the group's digests went to the file
+    assert logged.export.row_count == 450 + 4550 + 450 + 3550 + 10
+    original = story.collector_for
+    monkeypatch.setattr(
+        story, "collector_for", lambda phase, running, store=None: original(phase, running)
+    )
+    appended.clear()
+    in_memory, same_data = export("in-memory")
+    assert not appended
+    assert in_memory.export.row_count == logged.export.row_count
+    assert same_data == data
 
 
 def clock_at(at: str) -> Callable[[], datetime]:
