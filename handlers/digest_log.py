@@ -25,8 +25,10 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Final, Protocol
 
-# Digests met as sets at once: ~5 MB of sets at most, however many rows the group has.
-ROUND_DIGESTS: Final = 65_536
+# Digests met as sets at once: ~1.3 MB of sets (a round of 65,536 made the sets the peak
+# of a 1M-row export, ~5 MB over its pages'), until a group is so large (past ~4M digests)
+# that a top byte's digests are more than this; 1M digests take 62 rounds.
+ROUND_DIGESTS: Final = 16_384
 _TOP_BYTES: Final = 256
 _top_byte: Final = (56).__rrshift__  # digest >> 56, for digests in [0, 2**64)
 _ITEM: Final = array("Q").itemsize
