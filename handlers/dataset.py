@@ -131,7 +131,7 @@ class RowCollector:
         """Whether the reply's table is an excerpt of the selected action rows."""
         if self._matcher is None or not selection.actions:
             return False
-        chosen = [self._groups[action] for action in selection.actions]
+        chosen = [self._settled(self._groups[action]) for action in selection.actions]
         columns = [column for group in chosen for column in group.columns]
         matched: set[int] = set()
         for group in chosen:
@@ -263,7 +263,8 @@ def table_room(held: int, pages_seen: int, pages_expected: int) -> int:
     return min(held * pages_expected // pages_seen, 4 * held)
 
 
-_BLANK: Final = row_digest({})  # a row with no key (every row of such a page is dropped)
+# The digest of a row with no key: a page left with such rows only gives no rows (step 8).
+_BLANK: Final = row_digest({})
 
 
 def _start_log(group: _Group, store: DigestStore) -> None:

@@ -260,3 +260,18 @@ def test_reserving_more_after_digests_were_added_keeps_them(small: int) -> None:
         table.reserve(10_000)
         assert table.absent([0, 5, (1 << 10) | 5, 2**64 - 1, 6]) == [4]
         assert len(table) == 4
+
+
+@pytest.mark.parametrize("count", [0, 10, 5000])
+@pytest.mark.parametrize("with_zero", [False, True])
+def test_the_digests_held_are_given_back_in_the_set_and_in_the_table(
+    count: int, with_zero: bool
+) -> None:
+    # A group moving to a digest log hands over what it held, the 0 kept in a flag included.
+    rng = random.Random(count)
+    digests = [rng.getrandbits(64) | 1 for _ in range(count)] + [0] * with_zero
+    held = DigestSet()
+    held.add_all(digests[: count // 2])
+    held.add_all(digests[count // 2 :])
+    assert (held._small is None) == (count > digest_set.SMALL)
+    assert sorted(held) == sorted(set(digests))
