@@ -116,6 +116,21 @@ def export_published(record: TurnRecord) -> ExportPublished:
     )
 
 
+def announcement(plan: ExportPlan, publication: Publication) -> ExportPublished:
+    """The export.published event the plan's export would be announced with, known before
+    its file is written: the event holds nothing the upload decides (its bytes, its hash)."""
+    entry = _entry(plan, Written(0, ""))
+    return export_published(_record(publication, "published", plan.facts, entry))
+
+
+def announcement_bytes(event: ExportPublished) -> int:
+    """The size of the event's message: its JSON body and its application properties."""
+    properties = event_properties(event)
+    return len(event.model_dump_json()) + sum(
+        len(name.encode()) + len(str(value).encode()) for name, value in properties.items()
+    )
+
+
 def event_properties(event: ExportPublished) -> dict[str, str | int]:
     """The message's application properties: what a topic subscription's SQL rule can
     filter on (`format = 'csv'`, `conversation_id = '…'`) without reading the body."""

@@ -255,6 +255,7 @@ class TurnHandler:
                 case WriteBlob(plan=plan):
                     self.observer.annotate(export_id=plan.export_id)
                     try:
+                        self._announceable(plan, publication)
                         with self.observer.step("upload", format=plan.format):
                             written = await self._write(plan, publication.event, spool)
                     except TooLarge as exc:
@@ -297,6 +298,14 @@ class TurnHandler:
                         log.info("turn_already_recorded", decision=done.decision)
                     return done
             performed += 1
+
+    def _announceable(self, plan: ExportPlan, publication: Publication) -> None:
+        """TooLarge when export.published could not carry the plan's export (thousands of
+        long column names): decided before the file is written, as the size cap is."""
+        size = publishing.announcement_bytes(publishing.announcement(plan, publication))
+        cap = self.settings.max_event_bytes
+        if size > cap:
+            raise TooLarge(f"export.published would take {size} bytes, past the {cap} byte cap")
 
     def _published(self, record: TurnRecord | None, turn: TurnCompleted) -> None:
         """Report the export just announced: format, size, and the turn's event time."""

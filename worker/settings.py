@@ -34,6 +34,9 @@ class Settings(EnvSettings):
     max_attempts = Setting(5, integer(ge=1))
     csv_bom = Setting(True, boolean)
     max_export_bytes = Setting(500 * 1024 * 1024, integer(ge=1))
+    # export.published's body and properties at most: a Service Bus standard message holds
+    # 256 KB, headers included (premium: 100 MB).
+    max_event_bytes = Setting(192 * 1024, integer(ge=1024))
     concurrency = Setting(4, integer(ge=1))
     shutdown_grace_seconds = Setting(30.0, number(ge=0))
 

@@ -20,6 +20,9 @@ from handlers.publishing import (
     PutRecord,
     WriteBlob,
     Written,
+    announcement,
+    announcement_bytes,
+    event_properties,
     export_published,
     next_effect,
 )
@@ -104,6 +107,17 @@ def test_the_event_names_the_export_as_its_message_id_and_matches_the_record() -
     assert effect.message_id == PLAN.export_id == effect.event.export_id
     assert effect.event.occurred_at == AT and effect.event.turn_id == "turn_1"
     assert effect.event == export_published(record.record)  # the same event every time
+
+
+def test_the_announcement_known_before_the_file_is_the_event_sent_after_it() -> None:
+    # The event size cap is checked before the upload, on this event: the one sent later.
+    record = next_effect(None, replace(fresh(), written=WRITTEN))
+    assert isinstance(record, PutRecord)
+    sent = export_published(record.record)
+    assert announcement(PLAN, fresh()) == sent
+    body = len(sent.model_dump_json())
+    properties = sum(len(f"{k}{v}".encode()) for k, v in event_properties(sent).items())
+    assert announcement_bytes(sent) == body + properties
 
 
 def test_the_event_carries_the_properties_topic_subscriptions_filter_on() -> None:

@@ -314,6 +314,40 @@ def test_more_columns_than_a_sheet_holds_is_too_large_not_a_dead_letter(
     run(tmp_path, fixture, body)
 
 
+def wide_headline(columns: int) -> dict[str, Any]:
+    """The headline turn, a few of its history rows holding `columns` more long-named keys."""
+    fixture = headline()
+    for artifact in fixture["artifacts"].values():
+        if artifact["name"] == "list_parameter_history":
+            for item in artifact["result"]["items"][-3:]:
+                item.update((f"sensor reading {n:05d} " + "x" * 60, n) for n in range(columns))
+    return fixture
+
+
+@pytest.mark.parametrize("cap", [None, 2_000_000])
+def test_an_export_its_event_could_not_carry_is_too_large_before_its_file_is_written(
+    tmp_path: Path, cap: int | None
+) -> None:
+    """3,000 long column names make an export.published of ~250 KB, past what a Service Bus
+    standard message holds: decided `too_large` before anything is written, not a record
+    whose announcement fails for ever; a topic that carries it (MAX_EVENT_BYTES) gets it."""
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        record = await handler.handle(message)
+        if cap is None:
+            assert record.decision == "too_large" and record.export is None
+            exports = tmp_path / "home" / "blobs" / "exports"
+            assert not exports.exists() or not [p for p in exports.rglob("*") if p.is_file()]
+            assert await backend.publisher.sent() == []
+        else:
+            assert record.decision == "published" and record.export is not None
+            (sent,) = await backend.publisher.sent()
+            assert len(sent["columns"]) == 3004
+
+    settings = {} if cap is None else {"max_event_bytes": cap}
+    run(tmp_path, wide_headline(3000), body, **settings)
+
+
 def test_published_turn_is_completed_at_once_without_reading(tmp_path: Path) -> None:
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
         first = await handler.handle(message)
