@@ -16,13 +16,16 @@ A group's digests stay in memory (`DigestSet`) while they are few. When the shel
 its pages are then handed over whole, repeats included, and the repeats are found when the
 counts are first asked for (`select`, `counts`); `skipped` names their positions among the
 action's rows handed over, which the shell leaves out of the file. The figures are those
-the page-by-page de-duplication gives (a property test holds the two to one oracle).
+the page-by-page de-duplication gives (a property test holds the two to one oracle). A
+group whose rows have not yet matched every row of the reply's table stays in memory: a
+repeat may match other table rows than its first occurrence (keys in another order), and
+only a row known to be kept may count for the excerpt test.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import chain
 from typing import Any, Final
 
@@ -61,7 +64,7 @@ class _Group(msgspec.Struct):
     kept_before_log: int = 0
     artifacts_before_log: list[str] = msgspec.field(default_factory=list)
     settled: int = 0
-    skipped: list[int] = msgspec.field(default_factory=list)
+    skipped: array[int] = msgspec.field(default_factory=lambda: array("Q"))
 
 
 class RowCollector:
@@ -121,11 +124,11 @@ class RowCollector:
         """Rows of every group fed so far, by action (a group never fed is absent)."""
         return {action: self._settled(group).rows for action, group in self._groups.items()}
 
-    def skipped(self, action: str) -> list[int]:
+    def skipped(self, action: str) -> Sequence[int]:
         """Positions, among the rows of `action` handed over, of those that repeat an earlier
         page (in order): none unless the group's digests were logged."""
         group = self._groups.get(action)
-        return [] if group is None else self._settled(group).skipped
+        return () if group is None else self._settled(group).skipped
 
     def table_is_excerpt(self, selection: Selection) -> bool:
         """Whether the reply's table is an excerpt of the selected action rows."""
@@ -145,7 +148,12 @@ class RowCollector:
         page are kept, so its digests only guard later pages. `keys`: the rows' keys in
         first-seen order, when the cleaner read them."""
         digests = row_digests(rows)
-        if group.log is None and group.pages and self._store is not None:
+        if (
+            group.log is None
+            and group.pages
+            and self._store is not None
+            and self._all_matched(group)
+        ):
             held = len(group.earlier) + len(group.last_page) + len(digests)
             expected = self._pages_expected.get(group.action, 0)
             if table_room(held, group.pages + 1, expected) > self._log_after:
@@ -191,8 +199,9 @@ class RowCollector:
         digests: list[int],
     ) -> list[Row]:
         """A page of a group whose digests are logged: handed over whole, its repeats of
-        earlier pages found by `_settled`. Its columns and matches are those of its rows
-        less the repeats: a repeat's keys and matches are its first occurrence's."""
+        earlier pages found by `_settled`. Its columns are those of its rows less the
+        repeats (a repeat's keys are its first occurrence's); every row of the reply's table
+        was matched before the group's digests were logged, so none is matched here."""
         assert group.log is not None
         group.log.add(digests)
         group.pages += 1
@@ -204,9 +213,12 @@ class RowCollector:
         group.logged.append((artifact, group.handed, len(rows), rows.count({})))
         group.rows += len(rows)
         group.handed += len(rows)
-        # A row with no key is matched once its page is known to give rows (`_settled`).
-        self._taken(group, list(filter(None, rows)) if self._matcher else rows, keys)
+        group.columns.update(keys)
         return rows
+
+    def _all_matched(self, group: _Group) -> bool:
+        """Whether the group's rows matched every row of the reply's table (none: true)."""
+        return self._matcher is None or len(group.matched) >= len(self._matcher.table.rows)
 
     def _taken(self, group: _Group, rows: list[Row], keys: dict[str, None]) -> None:
         group.columns.update(keys)
@@ -225,8 +237,7 @@ class RowCollector:
         repeats = log.repeats()
         rows = group.kept_before_log
         artifacts = list(group.artifacts_before_log)
-        skipped: list[int] = []
-        blank_kept = False
+        skipped = array("Q")
         for page, (artifact, first, handed, blanks) in enumerate(group.logged, start=1):
             kept = handed
             if handed and page in repeats:
@@ -238,17 +249,12 @@ class RowCollector:
                     skipped.extend(range(first, first + handed))
                     kept = 0
                 else:
-                    skipped.extend(first + at for at in positions)
+                    skipped.extend(map(first.__add__, positions))
                     kept = handed - len(positions)
-                    blank_kept = blank_kept or blanks_kept > 0
-            elif handed:
-                blank_kept = blank_kept or blanks > 0
             rows += kept
             if kept and artifact is not None and artifact not in artifacts:
                 artifacts.append(artifact)
         group.rows, group.artifacts, group.skipped = rows, artifacts, skipped
-        if blank_kept and self._matcher is not None:
-            group.matched |= self._matcher.matches({})
         group.settled = len(log)
         return group
 

@@ -13,9 +13,12 @@ Each page is stored twice: its digests in row order (for the positions of the re
 turns out to hold) and sorted by their top byte, with where each of the 256 top bytes starts
 (`bounds`). `repeats` then reads every page's digests of a range of top bytes at once, small
 enough to hold as sets (`ROUND_DIGESTS`), and meets them in page order: a digest already seen
-in an earlier page is a repeat. The sets are made, met and merged in C; a Python loop runs
-only over a page that holds repeats, to find their positions. Sorting by the top byte (a key
-of one small integer) costs about a third of a full sort of 64-bit integers.
+in an earlier page is a repeat. The sets are made, met and merged in C; only a page that
+holds repeats is read again in row order, to find their positions (a Python loop over the
+repeats alone). Sorting by the top byte (a key of one small integer) costs about a third of
+a full sort of 64-bit integers. The answer is kept in arrays, and the repeats are met as
+sets of `ROUND_DIGESTS` at most there too: a page served twice over costs no more memory
+than the in-memory table would have.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
+from itertools import compress, count
 from typing import Final, Protocol
 
 # Digests met as sets at once: ~1.3 MB of sets (a round of 65,536 made the sets the peak
@@ -96,13 +100,15 @@ class DigestLog:
         sorted_at = store.append(array("Q", by_top).tobytes())
         self._pages.append(_Page(in_order, sorted_at, len(by_top), bounds))
 
-    def repeats(self) -> dict[int, tuple[list[int], set[int]]]:
+    def repeats(self) -> dict[int, tuple[array[int], array[int]]]:
         """The pages holding digests an earlier page held, by page index: the positions of
-        those rows in their page, in order, and the digests repeated."""
+        those rows in their page, ascending, and the digests repeated. Both are arrays (8
+        bytes each), and a page's positions are found a round's repeats at a time, so a page
+        served twice over costs no more memory than a digest table would."""
         pages = self._pages
         total = sum(page.count for page in pages)
         rounds = max(1, min(_TOP_BYTES, -(-total // ROUND_DIGESTS)))
-        held: dict[int, set[int]] = {}
+        held: dict[int, array[int]] = {}
         for round_ in range(rounds):
             first = round_ * _TOP_BYTES // rounds
             end = (round_ + 1) * _TOP_BYTES // rounds
@@ -113,16 +119,20 @@ class DigestLog:
                     continue
                 digests = set(self._digests(page.sorted_at + start * _ITEM, stop - start))
                 if not seen.isdisjoint(digests):
-                    held.setdefault(index, set()).update(seen & digests)
+                    held.setdefault(index, array("Q")).extend(seen & digests)
                 seen |= digests
-        found: dict[int, tuple[list[int], set[int]]] = {}
+        found: dict[int, tuple[array[int], array[int]]] = {}
         for index, repeated in sorted(held.items()):
             page = pages[index]
             in_order = self._digests(page.in_order, page.count)
-            found[index] = (
-                [at for at, digest in enumerate(in_order) if digest in repeated],
-                repeated,
-            )
+            marks = bytearray(page.count)
+            # The repeats met as sets of ROUND_DIGESTS at most: one pass over the page for a
+            # few repeats, a pass per ROUND_DIGESTS of them for a page served twice.
+            for start in range(0, len(repeated), ROUND_DIGESTS):
+                members = set(repeated[start : start + ROUND_DIGESTS])
+                for at in compress(count(), map(members.__contains__, in_order)):
+                    marks[at] = 1
+            found[index] = (array("Q", compress(count(), marks)), repeated)
         return found
 
     def _digests(self, offset: int, count: int) -> array[int]:
