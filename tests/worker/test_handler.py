@@ -66,6 +66,17 @@ async def blob_bytes(backend: Backend, path: str) -> bytes:
     return b"".join([chunk async for chunk in backend.blobs.read(path)])
 
 
+def exported(tmp_path: Path, fixture: dict[str, Any]) -> tuple[Any, bytes]:
+    """The record of a fixture's first turn, handled on a fresh home, and its file's bytes."""
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> Any:
+        record = await handler.handle(message)
+        assert record.export is not None
+        return record, await blob_bytes(backend, record.export.blob)
+
+    return run(tmp_path, copy.deepcopy(fixture), body)  # type: ignore[no-any-return]
+
+
 @pytest.mark.parametrize("fmt", ["json", "xml", "xlsx"])
 def test_every_export_format_is_written_and_parses_back(tmp_path: Path, fmt: str) -> None:
     fixture = headline()
@@ -446,12 +457,7 @@ def test_large_combined_groups_write_the_same_csv_with_batches_spooled_as_record
         items[:] = grown
 
     def export(home: str) -> tuple[Any, bytes]:
-        async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> Any:
-            record = await handler.handle(message)
-            assert record.export is not None
-            return record, await blob_bytes(backend, record.export.blob)
-
-        return run(tmp_path / home, copy.deepcopy(fixture), body)  # type: ignore[no-any-return]
+        return exported(tmp_path / home, fixture)
 
     laid_out: list[int] = []
     records = PlainCsvBatch.records
@@ -504,12 +510,7 @@ def test_a_large_groups_repeats_found_after_its_last_page_leave_the_file_page_by
     monkeypatch.setattr(DigestFile, "append", spied)
 
     def export(home: str) -> tuple[Any, bytes]:
-        async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> Any:
-            record = await handler.handle(message)
-            assert record.export is not None
-            return record, await blob_bytes(backend, record.export.blob)
-
-        return run(tmp_path / home, copy.deepcopy(fixture), body)  # type: ignore[no-any-return]
+        return exported(tmp_path / home, fixture)
 
     logged, data = export("logged")
     assert appended  # the group's digests went to the file
