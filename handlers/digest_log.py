@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from itertools import compress, count
 from typing import Final, Protocol
 
-# Digests met as sets at once: ~1.3 MB of sets (a round of 65,536 made the sets the peak
-# of a 1M-row export, ~5 MB over its pages'), until a group is so large (past ~4M digests)
-# that a top byte's digests are more than this; 1M digests take 62 rounds.
+# Digests met as sets at once: ~1.3 MB of sets (rounds of 65,536 made the search the peak
+# of a 1M-row export: ~5 MB, more than a page of 10,000 rows costs). A group past ~4M
+# digests holds more than this under one top byte; 1M digests take 62 rounds.
 ROUND_DIGESTS: Final = 16_384
 _TOP_BYTES: Final = 256
 _top_byte: Final = (56).__rrshift__  # digest >> 56, for digests in [0, 2**64)
