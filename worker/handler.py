@@ -10,9 +10,10 @@ returns.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from msgspec.structs import replace
@@ -109,16 +110,24 @@ class TurnHandler:
         self.observer.annotate(**ids)
         with self.observer.step("read", source="ledger"):
             recorded = await self.backend.ledger.get(event.conversation_id, event.turn_id)
-        with RowSpool() as spool, DigestFile() as digests:
-            ending: Ending | None = None
-            if recorded is None:
-                ending = await self._decide(event, spool, digests)
-            elif recorded.user_id != event.user_id:
-                # Not a redelivery: another user names a recorded turn. A forged event must
-                # meet authorisation (and its security warning) like any first delivery.
-                await self._authorised(event)
-            publication = Publication(event, ending, _rfc3339(self.clock()))
-            return await self._publish(recorded, publication, spool)
+        try:
+            with RowSpool() as spool, DigestFile() as digests:
+                ending: Ending | None = None
+                if recorded is None:
+                    ending = await self._decide(event, spool, digests)
+                elif recorded.user_id != event.user_id:
+                    # Not a redelivery: another user names a recorded turn. A forged event
+                    # must meet authorisation (and its security warning) like any first one.
+                    await self._authorised(event)
+                publication = Publication(event, ending, _rfc3339(self.clock()))
+                return await self._publish(recorded, publication, spool)
+        except OSError as exc:
+            if exc.errno in _DISK_FULL:
+                # The temporary disk (the row spool, the digest file, a workbook's scratch)
+                # or the local backend's: other turns' files go, and every step is
+                # idempotent, so the turn is tried again later, like a throttled store.
+                raise TransientError("no space left on a disk the turn writes") from exc
+            raise
 
     # ---- deciding --------------------------------------------------------------------
     async def _decide(self, event: TurnCompleted, spool: RowSpool, digests: DigestFile) -> Ending:
@@ -371,6 +380,9 @@ def _log_published(record: TurnRecord) -> None:
         row_source=entry.row_source,
         bytes=entry.bytes,
     )
+
+
+_DISK_FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def _message(document: Any) -> Message:

@@ -14,14 +14,17 @@ nothing else decides it:
   and where it was raised. Never by its message: an exception's text may hold row values.
 
 A description also names the types of the exceptions the failure was raised from (with an
-HTTP status when one is given): every port error is raised in the same few places of an
-adapter, and only its cause tells a Cosmos DB 429 from a Service Bus timeout.
+HTTP status when one is given, or an OS error's errno name): every port error is raised in
+the same few places of an adapter, and only its cause tells a Cosmos DB 429 from a Service
+Bus timeout, or a full disk from another.
 
 A lost lock is not given here: the message is no longer this holder's to settle (the
 runtime counts it and lets the lock lapse). The runtime performs the settlement.
 """
 
 from __future__ import annotations
+
+import errno
 
 import msgspec
 
@@ -88,6 +91,9 @@ def where_raised(exc: BaseException) -> str:
     while cause is not None and len(causes) < MAX_CAUSES:
         status = getattr(cause, "status_code", None)
         shown = f" {status}" if isinstance(status, int) and not isinstance(status, bool) else ""
+        code = cause.errno if isinstance(cause, OSError) else None
+        if code is not None and code in errno.errorcode:
+            shown = f" {errno.errorcode[code]}"  # ENOSPC: a name, never a path
         causes.append(f" from {type(cause).__name__}{shown}")
         cause = cause.__cause__
     return f"{type(exc).__name__}{where}{''.join(causes)}"

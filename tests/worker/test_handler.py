@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import errno
 import io
 import json
+import os
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +24,7 @@ from handlers.serialisers.csv_file import PlainCsvBatch
 from worker.digest_file import DigestFile
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
-from worker.ports import Backend, QueueMessage
+from worker.ports import Backend, QueueMessage, TransientError
 from worker.settings import Settings
 from worker.spool import RowSpool
 from worker.testing.seeding import seed, seeding
@@ -357,6 +359,29 @@ def test_an_export_its_event_could_not_carry_is_too_large_before_its_file_is_wri
 
     settings = {} if cap is None else {"max_event_bytes": cap}
     run(tmp_path, wide_headline(3000), body, **settings)
+
+
+@pytest.mark.parametrize(("code", "fate"), [(errno.ENOSPC, TransientError), (errno.EBADF, OSError)])
+def test_a_full_disk_is_transient_another_os_error_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, fate: type[Exception]
+) -> None:
+    """A turn whose spool (or digest file, or local blob) finds the disk full is tried again
+    later, as a throttled store is; any other OS error is a bug, dead-lettered as one."""
+
+    def full(*_: Any) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(RowSpool, "extend", full)
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        with pytest.raises(fate) as raised:
+            await handler.handle(message)
+        assert type(raised.value) is fate
+        if fate is TransientError:
+            assert isinstance(raised.value.__cause__, OSError)
+        assert await backend.ledger.get("conv_headline_a", "turn_headline_a1") is None
+
+    run(tmp_path, headline(), body)
 
 
 def test_published_turn_is_completed_at_once_without_reading(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 
 from handlers.errors import PermanentError, RetryableError
@@ -112,3 +114,13 @@ def test_a_description_names_a_bounded_chain_of_causes() -> None:
 
 def test_where_raised_without_a_traceback_is_the_type_alone() -> None:
     assert where_raised(ValueError("row 12.45")) == "ValueError"
+
+
+def test_a_full_disk_is_named_by_its_errno_never_by_its_path() -> None:
+    failure = TransientError("no space left on a disk the turn writes")
+    failure.__cause__ = OSError(errno.ENOSPC, "No space left on device", "/tmp/rows-SECRET")
+    fate = settle(raised(failure), 3, POLICY)
+    assert isinstance(fate, DeadLetter) and fate.reason == "transient_failure"
+    assert fate.description.endswith(" from OSError ENOSPC")
+    assert "SECRET" not in fate.description and "/tmp" not in fate.description
+    assert where_raised(OSError("no errno")) == "OSError"
