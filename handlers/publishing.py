@@ -127,7 +127,7 @@ def announcement_bytes(event: ExportPublished) -> int:
     """The size of the event's message: its JSON body and its application properties."""
     properties = event_properties(event)
     return len(event.model_dump_json()) + sum(
-        len(name.encode()) + len(str(value).encode()) for name, value in properties.items()
+        len(f"{name}{value}".encode("utf-8", "surrogatepass")) for name, value in properties.items()
     )
 
 
