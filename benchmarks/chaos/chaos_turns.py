@@ -96,6 +96,10 @@ class _Builder:
     user: str
     rng: random.Random
     big_every: int
+    big_rows: tuple[int, int] = (
+        600,
+        900,
+    )  # rows a page of a big retrieval holds, at least and at most
     messages: list[dict[str, Any]] = field(default_factory=list)
     artifacts: dict[str, Any] = field(default_factory=dict)
     events: list[Any] = field(default_factory=list)
@@ -144,7 +148,7 @@ class _Builder:
         self.data_no += 1
         parameter = self.rng.choice(PARAMETERS)
         big = self.big_every > 0 and self.data_no % self.big_every == 0
-        per_page = self.rng.randint(600, 900) if big else self.rng.randint(12, 60)
+        per_page = self.rng.randint(*self.big_rows) if big else self.rng.randint(12, 60)
         base = START + timedelta(days=self.data_no)
         rows = [
             {
@@ -156,9 +160,12 @@ class _Builder:
             for i in range(2 * per_page)
         ]
         lookup = {"items": [{"instance_id": "sat-07", "name": "Sentinel-7", "status": "online"}]}
+        # A big retrieval's second page repeats five rows of the first (a tool's paging
+        # overlapping): the file holds them once, whichever way the worker de-duplicates.
+        repeated = rows[:5] if big else []
         pages = [
             {"items": rows[:per_page], "page": 1, "total": 2 * per_page, "next_link": "?page=2"},
-            {"items": rows[per_page:], "page": 2, "total": 2 * per_page},
+            {"items": rows[per_page:] + repeated, "page": 2, "total": 2 * per_page},
         ]
         folder = f"artifacts/{artifact_cid or self.cid}/{turn_id}"
         lookup_call = f"call_{turn_id}_lookup"
@@ -325,17 +332,28 @@ KINDS = ("direct", "direct", "direct", "clarify", "reach_back", "no_request", "d
 POISON = ("not_json", "foreign_user", "artifact_outside", "wrong_version")
 
 
-def generate(turns: int, conversations: int, seed: int, *, big_every: int = 12) -> Generated:
+def generate(
+    turns: int,
+    conversations: int,
+    seed: int,
+    *,
+    big_every: int = 12,
+    big_rows: tuple[int, int] = (600, 900),
+) -> Generated:
     """`turns` good turns over `conversations` conversations, plus a few planted poison messages.
 
-    `big_every`: every so many data retrievals has two pages of 600-900 rows instead of
-    12-60 (a longer blob write for kills to land in); 0 for none.
+    `big_every`: every so many data retrievals has two pages of `big_rows` rows (600-900)
+    instead of 12-60 (a longer blob write for kills to land in; past 2,048 a page, the
+    group's de-duplication digests go to the turn's digest file), the second page repeating
+    five rows of the first; 0 for none.
     """
     if conversations < 2 or turns < 2 * conversations:
         raise ValueError("need at least 2 conversations and 2 turns per conversation")
     rng = random.Random(seed)
     builders = [
-        _Builder(f"conv_chaos_{n:02d}", f"user_{n:02d}", random.Random(rng.random()), big_every)
+        _Builder(
+            f"conv_chaos_{n:02d}", f"user_{n:02d}", random.Random(rng.random()), big_every, big_rows
+        )
         for n in range(conversations)
     ]
     quota = [

@@ -105,6 +105,7 @@ class Options:
     kill_every: tuple[float, float] = (0.25, 1.0)
     timeout: float = 900.0
     big_every: int = 12
+    big_rows: tuple[int, int] = (600, 900)
     home: Path | None = None
     verbose: bool = False
     backend: str = "local"
@@ -511,7 +512,11 @@ def _run(options: Options, home_path: Path, stores: Stores) -> int:
     started = time.monotonic()
     deadline = started + options.timeout
     generated = generate(
-        options.turns, options.conversations, options.seed, big_every=options.big_every
+        options.turns,
+        options.conversations,
+        options.seed,
+        big_every=options.big_every,
+        big_rows=options.big_rows,
     )
     home = Home(home_path, options, stores)
     if isinstance(stores, AzureStores):
@@ -570,6 +575,14 @@ def _run(options: Options, home_path: Path, stores: Stores) -> int:
     return 0 if ok and not stats.failures else 1
 
 
+def _row_range(text: str) -> tuple[int, int]:
+    low, _, high = text.partition("-")
+    bounds = (int(low), int(high or low))
+    if not 1 <= bounds[0] <= bounds[1]:
+        raise argparse.ArgumentTypeError(f"not a range of rows: {text!r}")
+    return bounds
+
+
 def parse(argv: list[str] | None = None) -> Options:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -586,6 +599,12 @@ def parse(argv: list[str] | None = None) -> Options:
     parser.add_argument("--max-attempts", type=int, default=5)
     parser.add_argument("--call-attempts", type=int, default=None)
     parser.add_argument("--big-every", type=int, default=12)
+    parser.add_argument(
+        "--big-rows",
+        type=_row_range,
+        default=(600, 900),
+        help="LO-HI rows a page of a big retrieval holds (past 2,048 its digests are logged)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--home", type=Path, default=None, help="keep the run in this folder")
     parser.add_argument("--verbose", action="store_true")
@@ -613,6 +632,7 @@ def parse(argv: list[str] | None = None) -> Options:
         # Under faults, 6 tries per call: see tests/reliability/test_faults.py for the odds.
         call_attempts=a.call_attempts if a.call_attempts or not a.fault_rate else 6,
         big_every=a.big_every,
+        big_rows=a.big_rows,
         timeout=a.timeout,
         home=a.home,
         verbose=a.verbose,

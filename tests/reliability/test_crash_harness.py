@@ -53,6 +53,21 @@ def test_killed_workers_lose_nothing_and_double_nothing() -> None:
 
 
 @pytest.mark.slow
+def test_killed_workers_lose_and_double_nothing_where_large_groups_log_their_digests() -> None:
+    # Every other retrieval is two pages of 2,100-2,400 rows, the second repeating five of
+    # the first: the group's digests go to the turn's digest file, and the files must hold
+    # each row once, through the kills.
+    code, lines, figures = run_harness(
+        "--turns", "20", "--conversations", "4", "--kills", "6", "--seed", "12",
+        "--big-every", "2", "--big-rows", "2100-2400",
+    )  # fmt: skip
+    turns, kills, lost, duplicates, dead, planted, _ = figures
+    assert (turns, lost, duplicates) == (20, 0, 0), lines[-25:]
+    assert kills >= 6 and dead == planted, lines[-25:]
+    assert code == 0, lines[-25:]
+
+
+@pytest.mark.slow
 def test_turns_dead_lettered_for_their_delivery_count_are_replayed_and_lose_nothing() -> None:
     # Every blob write kills its worker: each published turn is delivered ten times without
     # a verdict and dead-lettered by the queue, as Service Bus does. The harness replays
