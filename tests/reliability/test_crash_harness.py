@@ -40,30 +40,27 @@ def run_harness(*args: str, timeout: float = 240) -> tuple[int, list[str], tuple
 
 
 @pytest.mark.slow
-def test_killed_workers_lose_nothing_and_double_nothing() -> None:
-    code, lines, figures = run_harness(
-        "--turns", "40", "--conversations", "8", "--kills", "8", "--seed", "11"
-    )
-    turns, kills, lost, duplicates, dead, planted, replayed = figures
-    assert (turns, lost, duplicates) == (40, 0, 0), lines[-25:]
-    assert kills >= 8
+@pytest.mark.parametrize(
+    ("turns", "kills", "args"),
+    [
+        (40, 8, ("--conversations", "8", "--seed", "11")),
+        # Every other retrieval is two pages of 2,100-2,400 rows, the second repeating five
+        # of the first: the group's digests go to the turn's digest file, and the files must
+        # hold each row once, through the kills.
+        (20, 6, ("--conversations", "4", "--seed", "12", "--big-every", "2",
+                 "--big-rows", "2100-2400")),
+    ],
+    ids=["small-groups", "large-groups-logged"],
+)  # fmt: skip
+def test_killed_workers_lose_nothing_and_double_nothing(
+    turns: int, kills: int, args: tuple[str, ...]
+) -> None:
+    code, lines, figures = run_harness("--turns", str(turns), "--kills", str(kills), *args)
+    ran, died, lost, duplicates, dead, planted, replayed = figures
+    assert (ran, lost, duplicates) == (turns, 0, 0), lines[-25:]
+    assert died >= kills
     assert dead == planted >= 4
     assert replayed == 0  # fewer than ten deaths exhaust no delivery count
-    assert code == 0, lines[-25:]
-
-
-@pytest.mark.slow
-def test_killed_workers_lose_and_double_nothing_where_large_groups_log_their_digests() -> None:
-    # Every other retrieval is two pages of 2,100-2,400 rows, the second repeating five of
-    # the first: the group's digests go to the turn's digest file, and the files must hold
-    # each row once, through the kills.
-    code, lines, figures = run_harness(
-        "--turns", "20", "--conversations", "4", "--kills", "6", "--seed", "12",
-        "--big-every", "2", "--big-rows", "2100-2400",
-    )  # fmt: skip
-    turns, kills, lost, duplicates, dead, planted, _ = figures
-    assert (turns, lost, duplicates) == (20, 0, 0), lines[-25:]
-    assert kills >= 6 and dead == planted, lines[-25:]
     assert code == 0, lines[-25:]
 
 
