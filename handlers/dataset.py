@@ -187,7 +187,13 @@ class RowCollector:
             group.artifacts.append(artifact)
         group.rows += len(rows)
         group.handed += len(rows)
-        self._taken(group, rows, keys)
+        group.columns.update(keys)
+        matcher = self._matcher
+        if matcher is not None:
+            for row in rows:
+                if len(group.matched) >= len(matcher.table.rows):
+                    break
+                group.matched |= matcher.matches(row, group.matched)
         return rows
 
     def _logged_page(
@@ -219,15 +225,6 @@ class RowCollector:
     def _all_matched(self, group: _Group) -> bool:
         """Whether the group's rows matched every row of the reply's table (none: true)."""
         return self._matcher is None or len(group.matched) >= len(self._matcher.table.rows)
-
-    def _taken(self, group: _Group, rows: list[Row], keys: dict[str, None]) -> None:
-        group.columns.update(keys)
-        matcher = self._matcher
-        if matcher is not None:
-            for row in rows:
-                if len(group.matched) >= len(matcher.table.rows):
-                    break
-                group.matched |= matcher.matches(row, group.matched)
 
     def _settled(self, group: _Group) -> _Group:
         """The group with its figures net of the repeats its log holds (the pages logged so far)."""

@@ -68,13 +68,17 @@ class MemoryStore:
 
 
 class _Page:
-    __slots__ = ("bounds", "count", "in_order", "sorted_at")
+    __slots__ = ("bounds", "in_order", "sorted_at")
 
-    def __init__(self, in_order: int, sorted_at: int, count: int, bounds: array[int]) -> None:
+    def __init__(self, in_order: int, sorted_at: int, bounds: array[int]) -> None:
         self.in_order = in_order  # offset of the digests in row order
         self.sorted_at = sorted_at  # offset of the digests sorted by their top byte
-        self.count = count
         self.bounds = bounds  # where each top byte starts among the sorted; then the count
+
+    @property
+    def count(self) -> int:
+        """The page's digests."""
+        return self.bounds[-1]
 
 
 class DigestLog:
@@ -98,7 +102,7 @@ class DigestLog:
         store = self._store
         in_order = store.append(array("Q", digests).tobytes())
         sorted_at = store.append(array("Q", by_top).tobytes())
-        self._pages.append(_Page(in_order, sorted_at, len(by_top), bounds))
+        self._pages.append(_Page(in_order, sorted_at, bounds))
 
     def repeats(self) -> dict[int, tuple[array[int], array[int]]]:
         """The pages holding digests an earlier page held, by page index: the positions of
