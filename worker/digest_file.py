@@ -16,11 +16,12 @@ from typing import IO
 class DigestFile:
     """Append bytes, read them back by offset; the file is dropped on close."""
 
-    __slots__ = ("_file", "_size")
+    __slots__ = ("_file", "_flushed", "_size")
 
     def __init__(self) -> None:
         self._file: IO[bytes] | None = None
         self._size = 0
+        self._flushed = True  # nothing written since the last read's flush
 
     def append(self, data: bytes) -> int:
         if self._file is None:
@@ -28,12 +29,15 @@ class DigestFile:
         offset = self._size
         self._file.write(data)
         self._size += len(data)
+        self._flushed = False
         return offset
 
     def read(self, offset: int, size: int) -> bytes:
         if self._file is None or offset + size > self._size:
             raise ValueError("a read past what was written")
-        self._file.flush()
+        if not self._flushed:  # the search reads thousands of slices after the last write
+            self._file.flush()
+            self._flushed = True
         data = os.pread(self._file.fileno(), size, offset)
         if len(data) != size:
             raise OSError(f"short read of the digest file: {len(data)} of {size} bytes")
