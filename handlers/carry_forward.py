@@ -81,7 +81,10 @@ class TurnText(msgspec.Struct, frozen=True):
 
 CLARIFICATION_MAX_CHARS: Final = 500
 
-_QUESTION: Final = re.compile(r"[^.!?\n]*\?")
+# A sentence ending in "?": it starts after the last ".", "!", "?" or newline (the look-behind
+# lets the search skip every other position at once, where a search from each would read the
+# rest of the sentence again).
+_QUESTION: Final = re.compile(r"(?<![^.!?\n])[^.!?\n]*\?")
 # Questions about the row shape or the columns of the table to be written.
 _SHAPE_QUESTION: Final = re.compile(
     r"\b(?:which|what)\s+(?:\w+\s+)?(?:columns?|fields?|attributes?)\b"

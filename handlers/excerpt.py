@@ -25,7 +25,9 @@ from handlers.cell_keys import Key, cell_keys, merged, value_keys
 from handlers.rows import Row, normalize_key
 from handlers.tables import Table
 
-_TRAILING_UNIT: Final = re.compile(r"\s*(?:\([^()]*\)|\[[^\[\]]*\])\s*$")
+# Starts only where a whitespace run starts (a run that fails from its start fails from any
+# later position in it): a long run is not read again from each of its positions.
+_TRAILING_UNIT: Final = re.compile(r"(?<!\s)\s*(?:\([^()]*\)|\[[^\[\]]*\])\s*$")
 # Past this many distinct key layouts the cache stops growing (rows keyed by ids).
 _LAYOUT_CACHE_LIMIT: Final = 256
 

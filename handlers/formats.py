@@ -31,16 +31,21 @@ The text is read sentence by sentence; each mention of a format is judged in its
   as csv"), else the first mentioned. "excel" and "spreadsheet" mean csv when csv is
   requested anywhere in the text ("a csv I can open in excel"); an explicit "xlsx"/"xls"
   always means xlsx.
+- A mention is judged by its sentence's kind, its nearest earlier cue in the sentence, and
+  at most the 200 characters before it (`handlers/context.py`): every rule above that reads
+  the words before a mention fits in them, and a message's cost grows with its length only.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from typing import Final, Literal
 
 import msgspec
 from msgspec.structs import replace
 
+from handlers.context import text_before
 from schemas.vocabulary import RequestFormat
 
 _I: Final = re.IGNORECASE
@@ -207,11 +212,12 @@ def _requested_in(sentence: str) -> list[_Mention]:
     cues = _cues(sentence)
     requested = []
     for mention in mentions:
-        before = sentence[: mention.start]
-        target = _is_target(before)
-        if _is_negated(sentence, mention.start, target):
+        before = text_before(sentence, mention.start)
+        last_words = _last_words(before)
+        target = _is_target(last_words)
+        if _is_negated(before, target):
             continue
-        if not target and _is_input(before):
+        if not target and _is_input(last_words):
             continue
         cue = _nearest_cue(cues, mention.start)
         if cue == "about" or (cue == "input" and not target):
@@ -222,6 +228,15 @@ def _requested_in(sentence: str) -> list[_Mention]:
             continue
         requested.append(replace(mention, target=target))
     return requested
+
+
+def _last_words(before: str) -> str:
+    """`before` from the whitespace ahead of its last five words on (words: pieces between
+    whitespace). `_TARGET_BEFORE`, `_INPUT_DETERMINER` and `_SOURCE_BEFORE` end at the
+    mention and match at most four of them; searched from every position of a longer text,
+    each would try every one of its positions."""
+    head = before.rsplit(None, 5)
+    return before[len(head[0]) :] if len(head) == 6 else before
 
 
 def _is_target(before: str) -> bool:
@@ -268,30 +283,38 @@ _Cue = Literal["request", "about", "input"]
 
 def _cues(sentence: str) -> list[tuple[int, _Cue]]:
     about = [(m.start(), m.end()) for m in _ABOUT_CUE.finditer(sentence)]
+    about_starts = [start for start, _ in about]
     cues: list[tuple[int, _Cue]] = [(s, "about") for s, _ in about]
     for match in _REQUEST_CUE.finditer(sentence):
-        if not any(s <= match.start() < e for s, e in about):
+        # inside an "about" cue ("how do I make"): the about cue that starts last at or
+        # before it (their spans do not overlap) is the only one that can hold it
+        at = bisect_left(about_starts, match.start() + 1) - 1
+        if at < 0 or about[at][1] <= match.start():
             cues.append((match.start(), "request"))
     cues.extend((m.start(), "input") for m in _INPUT_CUE.finditer(sentence))
     return sorted(cues)
 
 
 def _nearest_cue(cues: list[tuple[int, _Cue]], position: int) -> _Cue | None:
-    before = [kind for start, kind in cues if start < position]
-    return before[-1] if before else None
+    """The kind of the last cue starting before `position` (`cues` is sorted)."""
+    at = bisect_left(cues, (position,))
+    return cues[at - 1][1] if at else None
 
 
-def _is_negated(sentence: str, position: int, target: bool = False) -> bool:
+def _is_negated(before: str, target: bool = False) -> bool:
     """Whether a negation earlier in the mention's clause refuses it (a conversion target's
-    is not refused by one that describes the data: `_describes_data`)."""
-    clause = _CLAUSE_BREAK.split(sentence[:position])[-1]
+    is not refused by one that describes the data: `_describes_data`). `before`: the text
+    before the mention (`text_before`)."""
+    clause = _CLAUSE_BREAK.split(before)[-1]
     words = _WORD.findall(clause.lower())
-    start = 0
-    for i, word in enumerate(words):
+    # The window: the last eight words, after the last reset among them.
+    first = max(len(words) - _NEGATION_WINDOW, 0)
+    for i in range(len(words) - 1, first - 1, -1):
+        word = words[i]
         follows_verb = i + 1 < len(words) and _REQUEST_CUE.fullmatch(words[i + 1]) is not None
         if word in _RESETS or (word in ("and", "or", "then", "so") and follows_verb):
-            start = i + 1
-    first = max(start, len(words) - _NEGATION_WINDOW)
+            first = i + 1
+            break
     window = words[first:]
     for i, word in enumerate(window):
         following = window[i + 1] if i + 1 < len(window) else ""

@@ -80,6 +80,7 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("negation", "Put the devices with no firmware update into a json file", "json"),
     ("negation", "Export all sensors except the broken ones as xlsx", "xlsx"),
     ("negation", "Export the rows that don't have errors as csv", None),  # "have" may ask
+    ("negation", "I like it but not now but create a csv", "csv"),  # the last "but" resets
     # questions about a format do not request
     ("question", "what is XML?", None),
     ("question", "what's a csv file", None),
