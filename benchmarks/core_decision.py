@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from handlers import phases
 from handlers import turn as story
 from handlers.compaction import build_citation
@@ -187,6 +189,19 @@ def headline_input() -> tuple[story.TurnInput, dict[str, Any]]:
     return inp, fixture["artifacts"]
 
 
+def long_request_input(chars: int) -> tuple[story.TurnInput, dict[str, Any]]:
+    """The headline turn whose request is CHARS characters naming formats ~CHARS/17 times:
+    a message's cost should grow with its length, not with its length times its mentions."""
+    inp, artifacts = headline_input()
+    filler = "report.csv data.json notes.xml and not the old ones "  # a pasted listing
+    text = (filler * (chars // len(filler) + 1))[: chars - 14] + " create a csv"
+    messages = [
+        msgspec.structs.replace(m, content=text) if m.id == inp.event.user_message_id else m
+        for m in inp.messages
+    ]
+    return msgspec.structs.replace(inp, messages=messages), artifacts
+
+
 def whole_story(inp: story.TurnInput, artifacts: dict[str, Any]) -> phases.Phase:
     """start, feed each round's artifacts' rows (in memory), after_fetch: the ExportPlan."""
     phase = story.start(inp)
@@ -249,6 +264,15 @@ def main(argv: list[str] | None = None) -> int:
             lambda: whole_story(headline, artifacts),
         ),
     ]
+    for chars in (10_000, 100_000):
+        long_turn, long_artifacts = long_request_input(chars)
+        cases.append(
+            (
+                f"headline, its request {chars:,} characters naming formats ~{chars // 17:,} times",
+                7,
+                lambda t=long_turn, a=long_artifacts: whole_story(t, a),  # type: ignore[misc]
+            )
+        )
     print(
         f"# core decision, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
         f"{datetime.now(UTC):%Y-%m-%d}, best of {repeats}"
