@@ -1,13 +1,14 @@
-"""The text just before a position, bounded: what a rule reading the words before a cue sees.
+"""The words just before a position of a user's text, read without reading all of the text.
 
-Format detection and the passthrough rule judge each mention or cue by the few words before
-it (a negation at most eight words back, "to"/"as"/"into" and an article, "this"/"my"/"from").
-Handing such a rule the whole text before each mention made a message's cost grow with its
-length times its mentions: a 30,000-character message naming "csv" thousands of times took
-tens of seconds. Each rule now reads at most `CONTEXT_CHARS` characters before its position,
-cut at a whitespace character so that no word is cut: a message costs time in proportion to
-its length. The words a rule reads fit in that bound in any natural text; a rule that would
-have looked further back (nine words of 22 characters each) no longer does.
+Format detection and the passthrough rule judge a mention or a cue by the few words before
+it in its clause: a negation at most eight words back, "I" before "mean". Handing each of
+them the whole text before it made a message's cost grow with its length times its
+mentions: 30,000 characters naming formats thousands of times took ~15 s. `words_before`
+reads back from the position only as far as those words lie: a window that doubles until
+it holds as many words of the clause as asked for, the clause's start, or the text's start.
+The words are then the ones the whole text gives. A window stops growing at
+`MAX_CONTEXT_CHARS` (a clause that long with fewer words than asked for: a run of numbers,
+a path, text in another script); only then are the words further back not read.
 """
 
 from __future__ import annotations
@@ -15,16 +16,38 @@ from __future__ import annotations
 import re
 from typing import Final
 
-CONTEXT_CHARS: Final = 200
-_SPACE: Final = re.compile(r"\s")
+MAX_CONTEXT_CHARS: Final = 4096
+_FIRST_WINDOW: Final = 256
+# Characters that lower-case to themselves and belong to no word (a word: letters, and one
+# apostrophe between letters): a window cut at one of them splits no word, and a clause
+# break starting there stays whole.
+_CUT: Final = re.compile(r"[\s\d,.;:!?()\[\]{}<>\"/\\|=+*&%$#@~^`-]")
 
 
-def text_before(text: str, position: int, limit: int = CONTEXT_CHARS) -> str:
-    """The text before `position`: all of it up to `limit` characters, else the last `limit`
-    from their first whitespace character on (the word the bound falls in is left out;
-    nothing when no whitespace is left)."""
-    if position <= limit:
-        return text[:position]
-    window = text[position - limit : position]
-    space = _SPACE.search(window)
-    return window[space.start() :] if space is not None else ""
+def words_before(
+    text: str,
+    position: int,
+    count: int,
+    word: re.Pattern[str],
+    clause_break: re.Pattern[str] | None = None,
+) -> list[str]:
+    """`word`'s matches in the lower-cased clause before `position` (the text after the last
+    `clause_break` match; all the text before it when None): at least the last `count` of
+    them, or all of them when the clause holds fewer (within `MAX_CONTEXT_CHARS`)."""
+    size = _FIRST_WINDOW
+    while True:
+        start = max(0, position - size)
+        window = text[start:position]
+        if start > 0:
+            cut = _CUT.search(window)
+            window = window[cut.start() :] if cut is not None else ""
+        clause = clause_break.split(window)[-1] if clause_break is not None else window
+        found = word.findall(clause.lower())
+        if (
+            start == 0
+            or len(found) >= count
+            or len(clause) < len(window)  # the clause starts inside the window
+            or size >= MAX_CONTEXT_CHARS
+        ):
+            return found
+        size *= 2

@@ -31,9 +31,9 @@ The text is read sentence by sentence; each mention of a format is judged in its
   as csv"), else the first mentioned. "excel" and "spreadsheet" mean csv when csv is
   requested anywhere in the text ("a csv I can open in excel"); an explicit "xlsx"/"xls"
   always means xlsx.
-- A mention is judged by its sentence's kind, its nearest earlier cue in the sentence, and
-  at most the 200 characters before it (`handlers/context.py`): every rule above that reads
-  the words before a mention fits in them, and a message's cost grows with its length only.
+- A message's cost grows with its length, not with its length times its mentions: the
+  words before a mention are read back from it only as far as the rules look
+  (`handlers/context.py`), the phrase before it is cut out by bisection.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Final, Literal
 import msgspec
 from msgspec.structs import replace
 
-from handlers.context import text_before
+from handlers.context import words_before
 from schemas.vocabulary import RequestFormat
 
 _I: Final = re.IGNORECASE
@@ -148,8 +148,13 @@ _SOURCE_BEFORE: Final = re.compile(
     r"(?:[a-z][\w-]*\s+)?$",
     _I,
 )
+_PIECE: Final = re.compile(r"\S+")
+_STEM: Final = re.compile(r"[\w-]+")
+# The word before the preposition starts where a run of word characters starts (a match
+# from inside the run would start later than the one from its start): the search does not
+# read a long run again from each of its positions.
 _TARGET_BEFORE: Final = re.compile(
-    r"(?:(?P<word>\w+)\s+)?\b(?P<prep>to|into|as|in)\s+(?P<article>(?:a|an|the)\s+)?"
+    r"(?:(?<!\w)(?P<word>\w+)\s+)?\b(?P<prep>to|into|as|in)\s+(?P<article>(?:a|an|the)\s+)?"
     r"(?:[\w-]+\.)?$",
     _I,
 )
@@ -210,14 +215,16 @@ def _requested_in(sentence: str) -> list[_Mention]:
         return []
     kind = _sentence_kind(sentence)
     cues = _cues(sentence)
+    pieces = _Pieces(sentence)
     requested = []
     for mention in mentions:
-        before = text_before(sentence, mention.start)
-        last_words = _last_words(before)
-        target = _is_target(last_words)
-        if _is_negated(before, target):
+        phrase = pieces.phrase_before(mention.start)
+        target = phrase is not None and _is_target(phrase)
+        # the last nine words of the clause: the negation window and the word before it
+        words = words_before(sentence, mention.start, _NEGATION_WINDOW + 1, _WORD, _CLAUSE_BREAK)
+        if _is_negated(words, target):
             continue
-        if not target and _is_input(last_words):
+        if not target and phrase is not None and _is_input(phrase):
             continue
         cue = _nearest_cue(cues, mention.start)
         if cue == "about" or (cue == "input" and not target):
@@ -230,13 +237,36 @@ def _requested_in(sentence: str) -> list[_Mention]:
     return requested
 
 
-def _last_words(before: str) -> str:
-    """`before` from the whitespace ahead of its last five words on (words: pieces between
-    whitespace). `_TARGET_BEFORE`, `_INPUT_DETERMINER` and `_SOURCE_BEFORE` end at the
-    mention and match at most four of them; searched from every position of a longer text,
-    each would try every one of its positions."""
-    head = before.rsplit(None, 5)
-    return before[len(head[0]) :] if len(head) == 6 else before
+class _Pieces:
+    """Where a sentence's pieces (runs of non-whitespace) and its runs of word characters
+    and hyphens start, found once: the phrase before a mention is cut out by bisection, not
+    by reading back."""
+
+    def __init__(self, sentence: str) -> None:
+        self.sentence = sentence
+        self.starts = [m.start() for m in _PIECE.finditer(sentence)]
+        stems = [m.span() for m in _STEM.finditer(sentence)]
+        self.stem_starts = [start for start, _ in stems]
+        self.stem_ends = [end for _, end in stems]
+
+    def phrase_before(self, position: int) -> str | None:
+        """The text before `position` from the start of its last five pieces on, which
+        holds every match of `_TARGET_BEFORE`, `_INPUT_DETERMINER` and `_SOURCE_BEFORE` (each
+        spans at most four pieces and ends at the mention). None when no match can end
+        there: the text ends inside a piece that is not a file name's stem ("data.")."""
+        text = self.sentence
+        k = bisect_left(self.starts, position)  # the pieces that start before the mention
+        if position and not text[position - 1].isspace():
+            if text[position - 1] != ".":
+                return None
+            at = bisect_left(self.stem_ends, position - 1)
+            if (
+                at == len(self.stem_ends)
+                or self.stem_ends[at] != position - 1
+                or self.stem_starts[at] != self.starts[k - 1]
+            ):
+                return None
+        return text[self.starts[k - 5] if k > 5 else 0 : position]
 
 
 def _is_target(before: str) -> bool:
@@ -301,12 +331,10 @@ def _nearest_cue(cues: list[tuple[int, _Cue]], position: int) -> _Cue | None:
     return cues[at - 1][1] if at else None
 
 
-def _is_negated(before: str, target: bool = False) -> bool:
+def _is_negated(words: list[str], target: bool = False) -> bool:
     """Whether a negation earlier in the mention's clause refuses it (a conversion target's
-    is not refused by one that describes the data: `_describes_data`). `before`: the text
-    before the mention (`text_before`)."""
-    clause = _CLAUSE_BREAK.split(before)[-1]
-    words = _WORD.findall(clause.lower())
+    is not refused by one that describes the data: `_describes_data`). `words`: the clause's
+    words before the mention, its last nine at least (`words_before`)."""
     # The window: the last eight words, after the last reset among them.
     first = max(len(words) - _NEGATION_WINDOW, 0)
     for i in range(len(words) - 1, first - 1, -1):

@@ -24,8 +24,8 @@ A cue that is also a name of data (forecast, peak, max, anomaly, trend, statisti
 summary, average, "daily data") is set aside when its words are among the words of the
 turn's current groups: "export the weather forecast as csv" after `get_forecast`.
 
-A cue's negation and the "I" of "I mean" are read in at most the 200 characters before it
-(`handlers/context.py`), so a long message costs time in proportion to its length.
+A cue's negation and the "I" of "I mean" are read back from the cue only as far as those
+words lie (`handlers/context.py`), so a long message costs time in proportion to its length.
 
 Filters that belong to the retrieval itself ("the last 24 hours", "between 00:00 and
 01:00", "for instance sat-07") are not derived: the action already applied them.
@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from handlers.context import text_before
+from handlers.context import words_before
 from handlers.relevance import subject_words
 
 _I: Final = re.IGNORECASE
@@ -64,8 +64,8 @@ _DERIVED: Final = _cues(
     r"\b(?:wide|long)\s+format\b|\bbroken\s+down\s+by\b|\bbreak\s+(?:it\s+)?down\s+by\b",
     r"\b(?:unique|distinct|dedup\w*|de-dup\w*)\b|\bremove\s+duplicates\b",
     # resampling
-    rf"\b(?:one|a|single)\s+row\s+(?:per|for\s+each|each|every)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
-    rf"\b(?:per|by|every|each)\s+(?:\d+\s*-?\s*)?{_TIME_UNIT}\b",
+    rf"\b(?:one|a|single)\s+row\s+(?:per|for\s+each|each|every)\s+(?:\d+\s*(?:-\s*)?)?{_TIME_UNIT}\b",
+    rf"\b(?:per|by|every|each)\s+(?:\d+\s*(?:-\s*)?)?{_TIME_UNIT}\b",
     r"\b(?:re|down|up)sampl\w*|\b(?:bucket|bin)(?:s|ed|ing|ned|ning)?\s+(?:by|per|into)\b",
     # selection
     r"\b(?:only|just|select(?:ed|ing)?|keep(?:ing)?|drop(?:ping)?|remov(?:e|ing)"
@@ -137,12 +137,11 @@ def is_derived_request(
 
 
 def _is_speech_mean(text: str, position: int) -> bool:
-    words = _WORD.findall(text_before(text, position).lower())
+    words = words_before(text, position, 1, _WORD)
     return bool(words) and words[-1] in _SPEECH_BEFORE_MEAN
 
 
 def _is_negated(text: str, position: int) -> bool:
     """Whether "no", "not", "without", ... shortly before the cue in its clause refuses it."""
-    clause = _CLAUSE_BREAK.split(text_before(text, position))[-1]
-    words = _WORD.findall(clause.lower())[-_NEGATION_WINDOW:]
+    words = words_before(text, position, _NEGATION_WINDOW, _WORD, _CLAUSE_BREAK)[-_NEGATION_WINDOW:]
     return any(w.endswith("n't") or w in _NEGATIONS for w in words)

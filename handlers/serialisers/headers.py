@@ -15,16 +15,21 @@ def unique_headers(columns: Sequence[str]) -> list[str]:
     """Usable names: blank → 'Column N' (1-based), case-insensitive repeats get ' 2', ' 3', …"""
     reserved = {name.casefold() for name in columns if name.strip()}
     taken: set[str] = set()
+    # Per base (case-folded), the last number tried: a base's numbers are taken in order,
+    # so the next repeat starts there, not at " 2" again (n repeats cost n, not n²).
+    last_tried: dict[str, int] = {}
     result = []
     for position, name in enumerate(columns, start=1):
         if name.strip() and name.casefold() not in taken:
             candidate = name
         else:
             base = name if name.strip() else f"Column {position}"
-            candidate, n = base, 1
+            n = last_tried.get(base.casefold(), 1)
+            candidate = base if n == 1 else f"{base} {n}"
             while candidate.casefold() in taken or candidate.casefold() in reserved:
                 n += 1
                 candidate = f"{base} {n}"
+            last_tried[base.casefold()] = n
         taken.add(candidate.casefold())
         result.append(candidate)
     return result

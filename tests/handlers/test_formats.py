@@ -81,10 +81,13 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("negation", "Export all sensors except the broken ones as xlsx", "xlsx"),
     ("negation", "Export the rows that don't have errors as csv", None),  # "have" may ask
     ("negation", "I like it but not now but create a csv", "csv"),  # the last "but" resets
+    ("negation", "don't alpha beta gamma delta epsilon zeta eta csv", None),  # 8 words back
+    ("negation", "don't alpha beta gamma delta epsilon zeta eta theta csv", "csv"),  # 9 back
     # questions about a format do not request
     ("question", "what is XML?", None),
     ("question", "what's a csv file", None),
     ("question", "how do I open a json file?", None),
+    ("question", "explain the data and tell me how to make a csv", None),  # the later about cue
     ("question", "is xlsx better than csv?", None),
     ("question", "can you explain markdown?", None),
     ("question", "csv or json?", None),
@@ -154,6 +157,7 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("input", "What trends are in the uploaded csv", None),
     ("input", "summarize the data from my spreadsheet", None),
     ("input", "I uploaded a spreadsheet; export it as csv", "csv"),
+    ("input", "I uploaded a sales json", None),  # one adjective between
     ("input", "check the data and create a csv", "csv"),
     ("input", "in the spreadsheet, find the outliers", None),
     # nothing named

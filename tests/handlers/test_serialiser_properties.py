@@ -85,6 +85,27 @@ def test_unique_headers_are_nonblank_distinct_ignoring_case_and_keep_first_names
 
 
 @settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["x", "X", "x 2", "X 3", "", " ", "Column 2", "column 3"]), max_size=12
+    )
+)
+def test_a_repeated_or_blank_header_gets_the_smallest_number_free_at_its_turn(
+    columns: list[str],
+) -> None:
+    result = unique_headers(columns)
+    reserved = {name.casefold() for name in columns if name.strip()}
+    for position, (original, name) in enumerate(zip(columns, result, strict=True), start=1):
+        taken = {earlier.casefold() for earlier in result[: position - 1]}
+        if name == original:
+            continue
+        base = original if original.strip() else f"Column {position}"
+        candidates = [base] + [f"{base} {n}" for n in range(2, len(columns) + 3)]
+        free = [c for c in candidates if c.casefold() not in taken | reserved]
+        assert name == free[0]
+
+
+@settings(max_examples=300, deadline=None)
 @given(tables(), st.booleans(), st.integers(min_value=1, max_value=200))
 def test_csv_parses_back_to_the_cells_csv_cell_gives(
     table: tuple[list[str], list[list[Any]]], bom: bool, chunk_size: int

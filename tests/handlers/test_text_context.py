@@ -1,10 +1,11 @@
 """A long user message costs time in proportion to its length (handlers/context.py).
 
 Format detection and the passthrough rule judge a mention or a cue by the words just before
-it. They read at most `CONTEXT_CHARS` characters there, cut at whitespace; where the words
-they look at fit in that bound (every natural text), the judgement is the one the whole
-text before the mention gives. Three patterns that searched from every position of a long
-run are anchored where a match can start; each finds what the plain pattern finds.
+it. They read back from it only as far as those words lie (`words_before`), and the phrase
+before a mention is cut out by bisection (`formats._Pieces`); the judgement is the one the
+whole text before the mention gives, which the property tests below check against a reading
+of the whole text. Three patterns that searched from every position of a long run are
+anchored where a match can start; each finds what the plain pattern finds.
 """
 
 from __future__ import annotations
@@ -17,111 +18,164 @@ from hypothesis import strategies as st
 
 from handlers import formats, passthrough
 from handlers.carry_forward import _QUESTION
-from handlers.context import CONTEXT_CHARS, text_before
+from handlers.context import MAX_CONTEXT_CHARS, words_before
 from handlers.excerpt import _TRAILING_UNIT, column_name_key
 from handlers.formats import detect_format
 from handlers.passthrough import is_derived_request
 
-# Words the rules react to, and filler; none longer than 12 characters, so nine of them
-# and their spaces always fit in the bound.
+# Words the rules react to, filler, and what fills a clause without being a word: numbers,
+# ids, a path, text in another script, long runs.
 _WORDS = (
     "csv", "json", "xml", "xlsx", "excel", "spreadsheet", "pdf", "word", "docx", "markdown",
     "data.csv", "the", "a", "an", "to", "into", "as", "in", "from", "this", "my", "our",
-    "attached", "not", "no", "never", "don't", "without", "instead", "of", "rather", "than",
-    "but", "however", "and", "or", "then", "so", "create", "make", "export", "give", "convert",
-    "get", "want", "need", "what", "is", "how", "do", "i", "explain", "better", "than",
-    "analyze", "validate", "check", "please", "can", "you", "could", "would", "mind",
-    "possible", "rows", "with", "errors", "users", "who", "logged", "sensors", "reporting",
-    "forget", "only", "just", "average", "sum", "summarise", "total", "mean", "filter",
-    "sorted", "by", "group", "top", "per", "hour", "raw", "data", "all", "hourly", "well",
-    "such", "same", ",", ".", ";", ":", "?", "!", "-", "(", ")",
+    "attached", "uploaded", "not", "no", "never", "don't", "without", "instead", "of",
+    "rather", "than", "but", "however", "and", "or", "then", "so", "create", "make", "export",
+    "give", "convert", "get", "want", "need", "what", "is", "how", "do", "i", "explain",
+    "better", "than", "analyze", "validate", "check", "please", "can", "you", "could", "would",
+    "mind", "possible", "rows", "with", "errors", "users", "who", "logged", "sensors",
+    "reporting", "forget", "only", "just", "average", "sum", "summarise", "total", "mean",
+    "filter", "sorted", "by", "group", "top", "per", "hour", "raw", "data", "all", "hourly",
+    "well", "such", "same", ",", ".", ";", ":", "?", "!", "-", "(", ")", "1001", "1002",
+    "2026-11-19", "5", "10-minute", "/mnt/exports/2026/readings.json", "日本語のテキスト",
+    "report.csv.csv", "x-foo", "it's", "a'b'c",
+    "1234567890" * 25, "a" * 260, "語" * 120,
 )  # fmt: skip
-_SEPARATORS = st.sampled_from([" ", " ", " ", "  ", "\t", "\n", ""])
+_SEPARATORS = st.sampled_from([" ", " ", " ", "  ", "\t", "\n", "\u00a0", "\u3000", ",", ""])
 _TEXTS = st.lists(st.tuples(st.sampled_from(_WORDS), _SEPARATORS), max_size=90).map(
     lambda pairs: "".join(word + sep for word, sep in pairs)
 )
 
 
-def _whole_text_before(text: str, position: int, limit: int = 0) -> str:
-    return text[:position]
+def _whole_clause_words(
+    text: str,
+    position: int,
+    count: int,
+    word: re.Pattern[str],
+    clause: re.Pattern[str] | None = None,
+) -> list[str]:
+    before = text[:position]
+    return word.findall((clause.split(before)[-1] if clause is not None else before).lower())
 
 
-# --- text_before -------------------------------------------------------------------------------
+def _whole_phrase(self: formats._Pieces, position: int) -> str:
+    return self.sentence[:position]
 
 
-def test_text_before_a_position_within_the_bound_is_all_of_it() -> None:
-    text = "x" * CONTEXT_CHARS + " csv"
-    assert text_before(text, CONTEXT_CHARS) == "x" * CONTEXT_CHARS
+# --- words_before ------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_BREAK = re.compile(r"[,;:!?()\n]|\.\s")
 
 
-def test_text_before_a_far_position_starts_at_whitespace_and_ends_at_the_position() -> None:
-    text = "abc " * 100 + "csv"
-    before = text_before(text, 400)
-    assert len(before) <= CONTEXT_CHARS
-    assert before == text[400 - len(before) : 400]
-    assert before[0] == " "  # the word the bound fell in is left out whole
+def test_words_before_reads_back_until_it_holds_the_words_asked_for() -> None:
+    text = "alpha beta " * 500 + "gamma delta"
+    words = words_before(text, len(text), 3, _WORD)
+    assert 3 <= len(words) < 200  # not the thousand words before
+    assert words[-3:] == ["beta", "gamma", "delta"]
 
 
-def test_text_before_holds_nothing_when_the_bound_falls_in_one_long_word() -> None:
-    text = "make " + "x" * 500 + " csv"
-    assert text_before(text, len(text) - 3) == " "
-    assert text_before("make " + "x" * 500, 505) == ""
+def test_words_before_reads_past_numbers_and_other_scripts_to_the_words() -> None:
+    text = "don't send " + "1001 " * 300 + "語" * 500 + " as"
+    assert words_before(text, len(text), 4, _WORD) == ["don't", "send", "as"]
 
 
-@given(st.text(alphabet="ab \n\u00a0", max_size=600), st.integers(min_value=0, max_value=600))
-def test_text_before_is_a_bounded_suffix_of_the_text_before(text: str, position: int) -> None:
+def test_words_before_stops_at_the_clause_start() -> None:
+    text = "make it, " + "1001 " * 600 + "then as"
+    assert words_before(text, len(text), 9, _WORD, _BREAK) == ["then", "as"]
+
+
+def test_words_before_does_not_read_past_its_bound() -> None:
+    text = "don't send " + "1001 " * (MAX_CONTEXT_CHARS // 5 + 10) + "as"
+    assert words_before(text, len(text), 9, _WORD) == ["as"]
+
+
+@given(st.text(alphabet="ab' 1,.\n\u00a0-", max_size=700), st.integers(0, 700), st.integers(1, 12))
+def test_words_before_are_the_last_words_of_the_whole_clause(
+    text: str, position: int, count: int
+) -> None:
     position = min(position, len(text))
-    before = text_before(text, position)
-    assert text[:position].endswith(before)
-    assert len(before) <= CONTEXT_CHARS
-    if position > CONTEXT_CHARS and before:
-        assert before[0].isspace()
+    whole = _whole_clause_words(text, position, count, _WORD, _BREAK)
+    read = words_before(text, position, count, _WORD, _BREAK)
+    assert whole[len(whole) - len(read) :] == read
+    assert len(read) >= min(count, len(whole))
 
 
-# --- the rules read no further back than the bound --------------------------------------------
+# --- the rules judge as a reading of the whole text would --------------------------------------
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(_TEXTS)
 def test_format_detection_judges_a_mention_as_the_whole_text_before_it_would(text: str) -> None:
-    bounded = detect_format(text)
+    read = detect_format(text)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(formats, "text_before", _whole_text_before)
-        patch.setattr(formats, "_last_words", lambda before: before)
-        assert detect_format(text) == bounded
+        patch.setattr(formats, "words_before", _whole_clause_words)
+        patch.setattr(formats._Pieces, "phrase_before", _whole_phrase)
+        assert detect_format(text) == read
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(_TEXTS)
 def test_passthrough_judges_a_cue_as_the_whole_text_before_it_would(text: str) -> None:
-    bounded = is_derived_request(text)
+    read = is_derived_request(text)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(passthrough, "text_before", _whole_text_before)
-        assert is_derived_request(text) == bounded
+        patch.setattr(passthrough, "words_before", _whole_clause_words)
+        assert is_derived_request(text) == read
 
 
-def test_a_negation_further_back_than_the_bound_does_not_refuse() -> None:
-    near = "don't make " + "x" * 20 + " a csv"
-    far = "don't make " + "x" * (CONTEXT_CHARS + 50) + " a csv"
-    assert detect_format(near) is None
-    assert detect_format(far) == "csv"
+_NUMBERS = " ".join(str(n) for n in range(1001, 1046))
 
 
-def test_a_conversion_target_far_into_a_long_message_is_still_found() -> None:
-    text = "here is the export I described earlier " * 500 + "convert the json to xml"
-    assert detect_format(text) == "xml"
-    assert detect_format("don't " + text) == "xml"  # the negation is far from the mention
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"Please don't export sensors {_NUMBERS} as json, I need xml", "xml"),
+        (f"Don't send the readings {_NUMBERS} as json", None),
+        ("Don't send /mnt/exports/2026/11/19/" + "1000000/" * 28 + "readings.json again", None),
+        ("Don't send " + "日本語" * 72 + " as json", None),
+        ("export it " + "1001 " * 60 + "as data.csv", "csv"),
+        ("export it " + "1001 " * 60 + "as 1.csv,csv", "csv"),
+    ],
+)
+def test_a_negation_or_target_behind_numbers_paths_or_other_scripts_is_read(
+    text: str, expected: str | None
+) -> None:
+    assert detect_format(text) == expected
+
+
+def test_the_phrase_before_a_mention_holds_the_word_before_its_preposition() -> None:
+    # "well as": a comparison, not a target, so the first mention wins; four pieces back
+    assert detect_format("send the json well as a data.csv") == "json"
+
+
+def test_a_negation_eight_words_back_behind_numbers_past_the_first_window_refuses() -> None:
+    # the first 256 characters hold six words; the window grows to the negation
+    assert detect_format("don't alpha " + "1001 " * 50 + "b c d e f g csv") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "knot" + " 1001" * 49 + " x y zz average",  # the first window starts inside "knot"
+        "1 " + "q" * 300 + "ab'cd'no x y z average",  # ... inside "q...ab'cd", then "no"
+    ],
+)
+def test_a_window_starting_inside_a_word_reads_no_part_of_it(text: str) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(passthrough, "words_before", _whole_clause_words)
+        whole = is_derived_request(text)
+    assert is_derived_request(text) == whole
 
 
 def test_a_long_message_of_mentions_keeps_the_first_mention_rule() -> None:
     assert detect_format("json csv " * 5000) == "json"
     assert detect_format("don't create json, " * 2000 + "create a csv") == "csv"
+    assert detect_format("here is what I described " * 500 + "convert the json to xml") == "xml"
 
 
-def test_a_derived_cue_far_into_a_long_message_is_still_derived() -> None:
-    text = "export the rows as they are " * 500 + "and average them per hour"
-    assert is_derived_request(text)
-    assert not is_derived_request("export the rows as they are " * 500 + "as a csv")
+def test_a_negated_derived_cue_behind_numbers_is_not_derived() -> None:
+    assert not is_derived_request(f"export the readings without sensors {_NUMBERS} sorted")
+    assert is_derived_request("export the rows as they are " * 500 + "and average them per hour")
+    assert is_derived_request("create a csv per 5" + " " * 3000 + "minutes")
 
 
 # --- patterns anchored where a match can start -------------------------------------------------
