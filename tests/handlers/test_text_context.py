@@ -103,23 +103,17 @@ def test_words_before_are_the_last_words_of_the_whole_clause(
 # --- the rules judge as a reading of the whole text would --------------------------------------
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(_TEXTS)
-def test_format_detection_judges_a_mention_as_the_whole_text_before_it_would(text: str) -> None:
-    read = detect_format(text)
+def test_the_rules_judge_each_mention_and_cue_as_the_whole_text_before_it_would(
+    text: str,
+) -> None:
+    read = (detect_format(text), is_derived_request(text))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(formats, "words_before", _whole_clause_words)
         patch.setattr(formats._Pieces, "phrase_before", _whole_phrase)
-        assert detect_format(text) == read
-
-
-@settings(max_examples=600, deadline=None)
-@given(_TEXTS)
-def test_passthrough_judges_a_cue_as_the_whole_text_before_it_would(text: str) -> None:
-    read = is_derived_request(text)
-    with pytest.MonkeyPatch.context() as patch:
         patch.setattr(passthrough, "words_before", _whole_clause_words)
-        assert is_derived_request(text) == read
+        assert (detect_format(text), is_derived_request(text)) == read
 
 
 _NUMBERS = " ".join(str(n) for n in range(1001, 1046))
