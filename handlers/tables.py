@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Final
 
@@ -21,12 +22,21 @@ class Table(msgspec.Struct, frozen=True):
 
 
 # A fence opens with ``` or ~~~ and an optional info string and ends at a line of the same
-# fence. A fence with no closing line is not a fence: its lines stay ordinary text.
-_FENCE: Final = re.compile(
-    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n(?P<body>.*?)"
-    r"^[ \t]*(?P=fence)[`~]*[ \t]*$",
-    re.MULTILINE | re.DOTALL,
-)
+# fence. A fence with no closing line is not a fence: its lines stay ordinary text. `_fences`
+# reads them line by line (a pattern searching for each opening line's closer read the rest
+# of the text again for every opening line that has none).
+_OPENING: Final = re.compile(r"[ \t]*(`{3,}|~{3,})([^\n`]*)")
+_CLOSING: Final = re.compile(r"[ \t]*(`+|~+)[`~]*[ \t]*")
+
+
+class _Fence(msgspec.Struct, frozen=True):
+    start: int  # the opening line's start
+    end: int  # the closing line's end
+    info: str  # the opening line after its fence
+    body_start: int
+    body: str
+
+
 _CSV_LANGUAGES: Final = frozenset({"csv", "text/csv"})
 # Fenced blocks in these languages may hold a table; code (python, json, ...) never does.
 _TABLE_LANGUAGES: Final = _CSV_LANGUAGES | frozenset(
@@ -65,14 +75,14 @@ def find_table(text: str) -> Table | None:
     regions: list[tuple[int, str]] = []
     fenced_csv: list[str] = []
     cursor = 0
-    for fence in _FENCE.finditer(text):
-        regions.append((cursor, text[cursor : fence.start()]))
-        language = (fence.group("info").split() or [""])[0].lower()
+    for fence in _fences(text):
+        regions.append((cursor, text[cursor : fence.start]))
+        language = (fence.info.split() or [""])[0].lower()
         if language in _CSV_LANGUAGES:
-            fenced_csv.append(fence.group("body"))
+            fenced_csv.append(fence.body)
         if language in _TABLE_LANGUAGES:
-            regions.append((fence.start("body"), fence.group("body")))
-        cursor = fence.end()
+            regions.append((fence.body_start, fence.body))
+        cursor = fence.end
     regions.append((cursor, text[cursor:]))
 
     for body in fenced_csv:
@@ -84,6 +94,62 @@ def find_table(text: str) -> Table | None:
         return None
     # Most data rows wins; on a tie, the one written first.
     return max(candidates, key=lambda c: (len(c.table.rows), -c.position)).table
+
+
+def _fences(text: str) -> list[_Fence]:
+    """The fenced blocks of `text`, in order. An opening line is a run of three or more
+    backticks or tildes (after spaces or tabs) and an info string without backticks; its
+    block ends at the first later line of the same character, at least as many of it, then
+    only backticks, tildes, spaces and tabs. A run of tildes longer than every later closing
+    line's leaves its extra tildes to the info string and closes at the longest one (so a
+    pattern with a backtracking `~{3,}` reads it). No closing line: not a block."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    closing: dict[str, list[tuple[int, int]]] = {"`": [], "~": []}  # (line, run length)
+    for number, line in enumerate(lines):
+        if (match := _CLOSING.fullmatch(line)) is not None:
+            closing[match.group(1)[0]].append((number, len(match.group(1))))
+    # the longest closing run at or after each entry of each list
+    longest = {mark: _suffix_max([run for _, run in entries]) for mark, entries in closing.items()}
+    fences = []
+    number = 0
+    while number < len(lines) - 1:  # an opening line needs a line after it
+        opening = _OPENING.fullmatch(lines[number])
+        if opening is None:
+            number += 1
+            continue
+        run, info = opening.group(1), opening.group(2)
+        mark = run[0]
+        entries = closing[mark]
+        at = bisect_right(entries, (number, len(text) + 1))  # the first closing line after
+        available = longest[mark][at] if at < len(entries) else 0
+        width = len(run) if mark == "`" else min(len(run), available)
+        if available < max(width, 3):
+            number += 1
+            continue
+        while entries[at][1] < width:
+            at += 1
+        closer = entries[at][0]
+        fences.append(
+            _Fence(
+                starts[number],
+                starts[closer] + len(lines[closer]),
+                run[width:] + info if width < len(run) else info.lstrip(" \t"),
+                starts[number + 1],
+                text[starts[number + 1] : starts[closer]],
+            )
+        )
+        number = closer + 1
+    return fences
+
+
+def _suffix_max(values: list[int]) -> list[int]:
+    result = values[:]
+    for i in range(len(result) - 2, -1, -1):
+        result[i] = max(result[i], result[i + 1])
+    return result
 
 
 def _fenced_csv_table(body: str) -> Table | None:

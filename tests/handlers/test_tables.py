@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from handlers.tables import Table, find_table
+from handlers.tables import Table, _fences, find_table
 
 _ROOT = Path(__file__).resolve().parents[2]
 _FIXTURE_DIRS = (_ROOT / "tests" / "fixtures" / "public",)
@@ -315,3 +318,35 @@ def test_empty_rows_are_not_rows() -> None:
     assert find_table("| t | v |\n|---|---|\n|  |  |\n| 1 | 2 |") == Table(
         columns=("t", "v"), rows=(("1", "2"),)
     )
+
+
+# --- fenced blocks, read line by line ----------------------------------------------------------
+
+_PLAIN_FENCE = re.compile(
+    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n(?P<body>.*?)"
+    r"^[ \t]*(?P=fence)[`~]*[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
+_FENCE_LINES = st.sampled_from(
+    ["```", "````", "`````", "~~~", "~~~~", "~~~~~", "```csv", "~~~ csv", "``` `x`", "a,b",
+     "1,2", "  ```", "\t~~~", "```~~", "~~~```", "`", "", "x | y", "~~~~a", " ``` ", "``",
+     "```` ", "~~~~~~ text", "|a|b|", "|-|-|", "~~~ ~~", "``` ~", "a```"]
+)  # fmt: skip
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_FENCE_LINES, max_size=14), st.booleans())
+def test_fenced_blocks_are_the_ones_the_fence_pattern_finds(
+    lines: list[str], final_newline: bool
+) -> None:
+    text = "\n".join(lines) + ("\n" if final_newline else "")
+    plain = [
+        (m.start(), m.end(), m.group("info"), m.start("body"), m.group("body"))
+        for m in _PLAIN_FENCE.finditer(text)
+    ]
+    assert [(f.start, f.end, f.info, f.body_start, f.body) for f in _fences(text)] == plain
+
+
+def test_many_unclosed_fence_lines_are_ordinary_text() -> None:
+    text = "\n".join(["~~~a"] * 3000 + ["a,b", "1,2", "3,4"])
+    assert find_table(text) == Table(("a", "b"), (("1", "2"), ("3", "4")))
