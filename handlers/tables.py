@@ -7,6 +7,7 @@ import io
 import re
 from bisect import bisect_right
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Final
 
 import msgspec
@@ -104,15 +105,16 @@ def _fences(text: str) -> list[_Fence]:
     line's leaves its extra tildes to the info string and closes at the longest one (so a
     pattern with a backtracking `~{3,}` reads it). No closing line: not a block."""
     lines = text.split("\n")
-    starts = [0]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
+    starts = _line_starts(0, lines)
     closing: dict[str, list[tuple[int, int]]] = {"`": [], "~": []}  # (line, run length)
     for number, line in enumerate(lines):
         if (match := _CLOSING.fullmatch(line)) is not None:
             closing[match.group(1)[0]].append((number, len(match.group(1))))
     # the longest closing run at or after each entry of each list
-    longest = {mark: _suffix_max([run for _, run in entries]) for mark, entries in closing.items()}
+    longest = {
+        mark: list(accumulate(reversed([run for _, run in entries]), max))[::-1]
+        for mark, entries in closing.items()
+    }
     fences = []
     number = 0
     while number < len(lines) - 1:  # an opening line needs a line after it
@@ -145,11 +147,9 @@ def _fences(text: str) -> list[_Fence]:
     return fences
 
 
-def _suffix_max(values: list[int]) -> list[int]:
-    result = values[:]
-    for i in range(len(result) - 2, -1, -1):
-        result[i] = max(result[i], result[i + 1])
-    return result
+def _line_starts(offset: int, lines: list[str]) -> list[int]:
+    """Where each of `lines` (split at newlines from text starting at `offset`) starts."""
+    return list(accumulate((len(line) + 1 for line in lines[:-1]), initial=offset))
 
 
 def _fenced_csv_table(body: str) -> Table | None:
@@ -164,9 +164,7 @@ def _fenced_csv_table(body: str) -> Table | None:
 
 def _region_tables(offset: int, region: str) -> list[_Candidate]:
     lines = region.split("\n")
-    starts = [offset]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
+    starts = _line_starts(offset, lines)
     pipe_tables, in_pipe_table = _pipe_tables(lines)
     found = [_Candidate(starts[i], t) for i, t in pipe_tables]
     loose = [None if in_pipe_table[i] else line for i, line in enumerate(lines)]
