@@ -35,21 +35,31 @@ class PairedCall(msgspec.Struct, frozen=True):
     result_message: ToolMessage
 
 
-def _take_nearest(unanswered: list[_Slot]) -> _Slot:
-    """Remove and return the nearest unanswered call: the newest message, first in its list."""
+def _take_nearest(pending: list[_Slot], call_id: str, turned: set[tuple[str, int]]) -> _Slot:
+    """Remove and return the nearest unanswered call with the id: the newest message's, the
+    first in its list.
+
+    `pending` holds the id's unanswered calls in stream order, so the newest message's are
+    its last run. A run of more than one call (a model may reuse one id across thousands of
+    parallel calls) is turned round when first taken from, once (`turned`), so that every
+    take is a pop from the end: the pairing stays linear in the calls."""
     # Parallel calls in one message are equally near; their results usually follow in
     # call order, so within the newest message the first unanswered call is taken.
-    first = len(unanswered) - 1
-    newest_message = unanswered[first][0]
-    while first > 0 and unanswered[first - 1][0] == newest_message:
-        first -= 1
-    return unanswered.pop(first)
+    m_pos = pending[-1][0]
+    if len(pending) > 1 and pending[-2][0] == m_pos and (call_id, m_pos) not in turned:
+        first = len(pending) - 1
+        while first > 0 and pending[first - 1][0] == m_pos:
+            first -= 1
+        pending[first:] = reversed(pending[first:])
+        turned.add((call_id, m_pos))
+    return pending.pop()
 
 
 def _match(messages: Sequence[Message]) -> dict[_Slot, _Slot]:
     """Map each answered call's slot to the slot of the result that answers it."""
     unanswered: dict[str, list[_Slot]] = {}
     matches: dict[_Slot, _Slot] = {}
+    turned: set[tuple[str, int]] = set()  # (id, message) whose run of calls is turned round
     for m_pos, message in enumerate(messages):
         if isinstance(message, AssistantMessage):
             for c_pos, call in enumerate(message.tool_calls):
@@ -60,9 +70,9 @@ def _match(messages: Sequence[Message]) -> dict[_Slot, _Slot]:
             for r_pos, result in enumerate(message.results):
                 if result.call_id is None:
                     continue
-                waiting = unanswered.get(result.call_id)
-                if waiting:
-                    matches[_take_nearest(waiting)] = (m_pos, r_pos)
+                pending = unanswered.get(result.call_id)
+                if pending:
+                    matches[_take_nearest(pending, result.call_id, turned)] = (m_pos, r_pos)
     return matches
 
 

@@ -205,3 +205,58 @@ def test_paired_calls_cover_every_call_once_with_a_later_matching_result(
     # Each result answers exactly one call.
     assert len(result_slots) == len(calls)
     assert len(calls) == sum(len(m.results) for m in window if isinstance(m, ToolMessage))
+
+
+def _nearest_pairs(messages: Sequence[Message]) -> set[tuple[tuple[int, int], tuple[int, int]]]:
+    """The contract's pairing, written plainly: a result answers, among the unanswered calls
+    with its id, the one in the newest message, the first in that message's list."""
+    unanswered: list[tuple[int, int, str]] = []
+    pairs = set()
+    for m_pos, message in enumerate(messages):
+        if isinstance(message, AssistantMessage):
+            unanswered += [
+                (m_pos, c, call.id) for c, call in enumerate(message.tool_calls) if call.id
+            ]
+        elif isinstance(message, ToolMessage):
+            for r_pos, result in enumerate(message.results):
+                waiting = [slot for slot in unanswered if slot[2] == result.call_id]
+                if result.call_id is not None and waiting:
+                    nearest = max(waiting, key=lambda slot: (slot[0], -slot[1]))
+                    unanswered.remove(nearest)
+                    pairs.add(((nearest[0], nearest[1]), (m_pos, r_pos)))
+    return pairs
+
+
+@_SETTINGS
+@given(histories())
+def test_each_result_answers_the_newest_messages_first_unanswered_call_with_its_id(
+    history: list[Message],
+) -> None:
+    visible = _visible(history)
+    slot_of: dict[int, tuple[int, int]] = {}
+    for m_pos, message in enumerate(visible):
+        items = (
+            message.tool_calls
+            if isinstance(message, AssistantMessage)
+            else message.results
+            if isinstance(message, ToolMessage)
+            else []
+        )
+        slot_of.update({id(item): (m_pos, i) for i, item in enumerate(items)})
+    pairs = {(slot_of[id(p.call)], slot_of[id(p.result)]) for p in paired_calls(visible)}
+    assert pairs == _nearest_pairs(visible)
+
+
+def test_thousands_of_calls_sharing_one_id_pair_in_list_order() -> None:
+    # A model may reuse one id for every parallel call: each result takes the first call
+    # still unanswered in the newest message holding the id.
+    common = {"conversation_id": "c1", "turn_id": "t1", "created_at": "2026-01-01T00:00:00Z"}
+    calls = [ToolCall(id="same", name=f"act{i}") for i in range(5_000)]
+    results = [ToolResult(call_id="same", name=f"act{i}", success=True) for i in range(5_000)]
+    history: list[Message] = [
+        AssistantMessage(id="m1", seq=1, role="assistant", content="", tool_calls=calls, **common),
+        ToolMessage(id="m2", seq=2, role="tool", results=results, **common),
+    ]
+    assert [(p.call.name, p.result.name) for p in paired_calls(history)] == [
+        (f"act{i}", f"act{i}") for i in range(5_000)
+    ]
