@@ -52,7 +52,7 @@ class _Group(msgspec.Struct):
     # The first page's digests, added to `earlier` only when a second page comes: a group
     # of one page (most groups) never pays for the table. Later pages go in as they come.
     last_page: array[int] = msgspec.field(default_factory=lambda: array("Q"))
-    artifacts: list[str] = msgspec.field(default_factory=list)
+    artifacts: dict[str, None] = msgspec.field(default_factory=dict)  # an ordered set
     truncated: bool = False
     matched: set[int] = msgspec.field(default_factory=set)  # indexes of reply-table rows seen
     handed: int = 0  # rows handed to the shell: positions among them name the rows skipped
@@ -62,7 +62,7 @@ class _Group(msgspec.Struct):
     log: DigestLog | None = None
     logged: list[tuple[str | None, int, int, int]] = msgspec.field(default_factory=list)
     kept_before_log: int = 0
-    artifacts_before_log: list[str] = msgspec.field(default_factory=list)
+    artifacts_before_log: dict[str, None] = msgspec.field(default_factory=dict)
     settled: int = 0
     skipped: array[int] = msgspec.field(default_factory=lambda: array("Q"))
 
@@ -183,8 +183,8 @@ class RowCollector:
             # Every row is empty, or held only secrets (step 8): nothing a file could show,
             # where a file of blank lines would claim rows.
             return []
-        if artifact is not None and artifact not in group.artifacts:
-            group.artifacts.append(artifact)
+        if artifact is not None:
+            group.artifacts[artifact] = None  # kept at its first place: one look-up a page
         group.rows += len(rows)
         group.handed += len(rows)
         group.columns.update(keys)
@@ -233,7 +233,7 @@ class RowCollector:
             return group
         repeats = log.repeats()
         rows = group.kept_before_log
-        artifacts = list(group.artifacts_before_log)
+        artifacts = dict(group.artifacts_before_log)
         skipped = array("Q")
         for page, (artifact, first, handed, blanks) in enumerate(group.logged, start=1):
             kept = handed
@@ -249,8 +249,8 @@ class RowCollector:
                     skipped.extend(map(first.__add__, positions))
                     kept = handed - len(positions)
             rows += kept
-            if kept and artifact is not None and artifact not in artifacts:
-                artifacts.append(artifact)
+            if kept and artifact is not None:
+                artifacts[artifact] = None
         group.rows, group.artifacts, group.skipped = rows, artifacts, skipped
         group.settled = len(log)
         return group
@@ -278,7 +278,7 @@ def _start_log(group: _Group, store: DigestStore) -> None:
     group.last_page = array("Q")
     group.log = log
     group.kept_before_log = group.rows
-    group.artifacts_before_log = list(group.artifacts)
+    group.artifacts_before_log = dict(group.artifacts)
     group.settled = 1
 
 

@@ -67,7 +67,8 @@ class Considered(msgspec.Struct, frozen=True):
                 for c in self.scan.candidates
             ]
         else:
-            groups = [_group(c, counts.get(c.action), c.action in chosen) for c in self.current]
+            picked = set(chosen)  # a combined export may choose thousands of groups
+            groups = [_group(c, counts.get(c.action), c.action in picked) for c in self.current]
         return ExportSelection(rule=rule, groups=groups)
 
 
