@@ -17,13 +17,13 @@ A turn is as new as its latest call: turns never interleave, so that orders them
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import msgspec
 
 from handlers.compaction import estimate_rows
-from handlers.relevance import group_score, subject_words
+from handlers.relevance import group_score, group_words, subject_words
 from handlers.selection import DATASET_MIN_ROWS, ResultRef
 
 MAX_REACH_BACK_ARTIFACTS = 25
@@ -119,12 +119,37 @@ def _turn_recency(found: Sequence[Candidate]) -> dict[str, int]:
     return latest
 
 
-def names_a_group(named: frozenset[str], groups: Sequence[Candidate]) -> bool:
-    """Whether one of the words is a word of one of the groups (relevance's words)."""
-    return any(_score(named, group.action, group.refs) > 0 for group in groups)
+class GroupNames:
+    """Whether words are words of one of the groups (relevance's words), asked once a cue of
+    the request: each group's words are gathered once, when a question first reaches the
+    group, so a request naming its data a thousand times reads the groups' texts once."""
+
+    def __init__(self, groups: Sequence[Candidate]) -> None:
+        self._groups = groups
+        self._words: list[frozenset[str]] = []  # of the first groups, in order
+
+    def __call__(self, named: frozenset[str]) -> bool:
+        for index, group in enumerate(self._groups):
+            if index == len(self._words):
+                self._words.append(_words(group.action, group.refs))
+            if not named.isdisjoint(self._words[index]):
+                return True
+        return False
 
 
 def _score(subject: frozenset[str], action: str, members: Sequence[ResultRef]) -> int:
-    columns = [col for ref in members if ref.citation is not None for col in ref.citation.columns]
-    results = [ref.citation.result for ref in members if ref.citation is not None]
-    return group_score(subject, action, [ref.arguments for ref in members], columns, results)
+    return group_score(subject, action, *_sources(members))
+
+
+def _words(action: str, members: Sequence[ResultRef]) -> frozenset[str]:
+    """The group's words: those `_score` counts the subject's among."""
+    return group_words(action, *_sources(members))
+
+
+def _sources(
+    members: Sequence[ResultRef],
+) -> tuple[list[Mapping[str, Any]], list[str], list[Any]]:
+    """Where a group's words come from besides its action: arguments, columns, citations."""
+    cited = [ref.citation for ref in members if ref.citation is not None]
+    columns = [column for citation in cited for column in citation.columns]
+    return [ref.arguments for ref in members], columns, [citation.result for citation in cited]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from functools import partial
 from typing import Literal
 
 import msgspec
@@ -54,7 +53,7 @@ from handlers.phases import (
     TurnFacts,
 )
 from handlers.rationale import Considered
-from handlers.reach_back import names_a_group, scan
+from handlers.reach_back import GroupNames, scan
 from handlers.relevance import subject_words
 from handlers.selection import ResultRef, Selection, dominates
 from handlers.tables import Table, find_table, without_secret_columns
@@ -140,7 +139,7 @@ def start(inp: TurnInput) -> Phase:
     current_refs = [r for r in _result_refs(visible(current)) if r.artifact is not None]
     considered = Considered.current_turn(current_refs, subject_words(step.request_text))
     request = ExportRequest(facts, fmt, table, considered)
-    if is_derived_request(step.request_text, partial(names_a_group, groups=considered.current)):
+    if is_derived_request(step.request_text, GroupNames(considered.current)):
         # Derived output may only come from a table the model composed: no raw rows.
         if table is None:
             return Finished("derived_output_without_table", facts)

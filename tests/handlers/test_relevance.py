@@ -14,7 +14,7 @@ from test_turn import Chat, decision_of, drive
 
 from handlers import relevance
 from handlers import turn as story
-from handlers.reach_back import scan
+from handlers.reach_back import Candidate, GroupNames, scan
 from handlers.relevance import (
     STOP_WORDS,
     group_score,
@@ -325,6 +325,50 @@ def test_group_score_is_the_score_of_the_group_words(
 ) -> None:
     expected = score(subject, group_words(action, arguments, columns, results))
     assert group_score(subject, action, arguments, columns, results) == expected
+
+
+_MEMBER = st.tuples(
+    st.dictionaries(st.text(max_size=3), _GROUP_TEXT, max_size=2),  # the call's arguments
+    st.none() | st.tuples(st.lists(_GROUP_TEXT, max_size=2), st.lists(_GROUP_TEXT, max_size=2)),
+)
+
+
+@given(
+    groups=st.lists(st.tuples(_GROUP_TEXT, st.lists(_MEMBER, min_size=1, max_size=2)), max_size=3),
+    questions=st.lists(
+        st.frozensets(st.sampled_from(["battery", "voltage", "list", "kelvin", "σας", "a"])),
+        max_size=5,
+    ),
+)
+def test_group_names_answers_as_the_group_scores_do_however_often_asked(
+    groups: list[tuple[str, list[tuple[dict[str, str], tuple[list[str], list[str]] | None]]]],
+    questions: list[frozenset[str]],
+) -> None:
+    candidates = []
+    for g, (action, members) in enumerate(groups):
+        refs = tuple(
+            ResultRef(
+                f"t{g}", action, f"c{g}_{m}", None,
+                None if cited is None else CompactCitation(columns=cited[0], result=cited[1]),
+                order=m, arguments=arguments,
+            )
+            for m, (arguments, cited) in enumerate(members)
+        )  # fmt: skip
+        candidates.append(Candidate(f"t{g}", action, refs, None, 0))
+    names = GroupNames(candidates)
+    for named in questions:
+        expected = any(
+            group_score(
+                named,
+                c.action,
+                [r.arguments for r in c.refs],
+                [col for r in c.refs if r.citation is not None for col in r.citation.columns],
+                [r.citation.result for r in c.refs if r.citation is not None],
+            )
+            > 0
+            for c in candidates
+        )
+        assert names(named) == expected
 
 
 def _oracle_texts(
