@@ -32,6 +32,10 @@ import msgspec
 from handlers import phases
 from handlers import turn as story
 from handlers.compaction import build_citation
+from handlers.dataset import RowCollector
+from handlers.passthrough import is_derived_request
+from handlers.reach_back import Candidate, GroupNames
+from handlers.selection import ResultRef, Selection
 from handlers.window import history_window, pair, paired_calls
 from schemas.documents import Conversation, Message, parse_message
 from schemas.events import parse_turn_completed
@@ -202,6 +206,60 @@ def long_request_input(chars: int) -> tuple[story.TurnInput, dict[str, Any]]:
     return msgspec.structs.replace(inp, messages=messages), artifacts
 
 
+def shared_id_history(calls: int) -> list[Message]:
+    """One assistant message of CALLS parallel calls that all reuse one id, and their results."""
+    history = History()
+    history.turn = 1
+    history.add("assistant", content="", tool_calls=[
+        {"id": "call_same", "name": "get_page", "arguments": {"page": k}} for k in range(calls)
+    ])  # fmt: skip
+    history.add("tool", results=[
+        {"call_id": "call_same", "name": "get_page", "success": True} for _ in range(calls)
+    ])  # fmt: skip
+    return history.messages()
+
+
+def feed_pages(pages: int) -> Selection:
+    """PAGES one-row pages of one action fed to a collector, then the selection."""
+    collector = RowCollector()
+    refs = [
+        ResultRef("t1", "get_page", f"call_{k}", f"artifacts/{CID}/t1/call_{k}.json", None, k)
+        for k in range(pages)
+    ]
+    collector.expect(refs)
+    for k, ref in enumerate(refs):
+        collector.feed(ref, {"items": [{"page": k, "value": 1.5}]})
+    return collector.select()
+
+
+def request_naming_data(cues: int) -> tuple[str, GroupNames]:
+    """A request with CUES "average" cues, each naming the data: the group's one call has a
+    200 KB argument holding the word, so every cue asks whether it names the group."""
+    notes = " ".join(f"sample{k}" for k in range(20_000)) + " average"
+    ref = ResultRef("t1", "get_page", "call_0", None, None, 0, {"notes": notes})
+    return "show the average " * cues, GroupNames([Candidate("t1", "get_page", (ref,), None, 0)])
+
+
+def many_actions_input(actions: int) -> tuple[story.TurnInput, dict[str, Any]]:
+    """A turn of ACTIONS parallel calls of distinct actions, 12 rows each: one combined export."""
+    history = History()
+    history.turn = 1
+    user = history.add("user", content="Fetch every instance's readings and create a csv")
+    calls, results, artifacts = [], [], {}
+    for k in range(actions):
+        result = {"items": [{"instance": k, "value": 1.5}] * 12}
+        artifact = f"artifacts/{CID}/t1/call_{k}.json"
+        artifacts[artifact] = {"result": result}
+        calls.append({"id": f"call_{k}", "name": f"read_instance_{k}", "arguments": {"id": k}})
+        results.append({
+            "call_id": f"call_{k}", "name": f"read_instance_{k}", "success": True,
+            "citation": build_citation(result), "artifact": artifact,
+        })  # fmt: skip
+    history.add("assistant", content="", tool_calls=calls)
+    history.add("tool", results=results)
+    return turn_input(history, user, history.add("assistant", content="Here it is.")), artifacts
+
+
 def whole_story(inp: story.TurnInput, artifacts: dict[str, Any]) -> phases.Phase:
     """start, feed each round's artifacts' rows (in memory), after_fetch: the ExportPlan."""
     phase = story.start(inp)
@@ -273,6 +331,26 @@ def main(argv: list[str] | None = None) -> int:
                 lambda t=long_turn, a=long_artifacts: whole_story(t, a),  # type: ignore[misc]
             )
         )
+    shared = shared_id_history(8_000)
+    assert len(pair(shared)) == 2 and len(feed_pages(8_000).source_artifacts) == 8_000
+    request, names = request_naming_data(5_000)
+    assert not is_derived_request(request, names)
+    wide, wide_artifacts = many_actions_input(4_000)
+    assert whole_story(wide, wide_artifacts).selection.row_count == 48_000
+    cases += [
+        (
+            "a turn of 4,000 parallel calls of distinct actions, 12 rows each: whole story",
+            4_003,
+            lambda: whole_story(wide, wide_artifacts),
+        ),
+        ("pair: 8,000 parallel calls sharing one id", 2, lambda: pair(shared)),
+        ("8,000 one-row pages of one action fed, then selected", 0, lambda: feed_pages(8_000)),
+        (
+            "is_derived_request: 5,000 cues naming the data, a 200 KB call argument",
+            0,
+            lambda: is_derived_request(request, names),
+        ),
+    ]
     print(
         f"# core decision, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
         f"{datetime.now(UTC):%Y-%m-%d}, best of {repeats}"
