@@ -123,6 +123,14 @@ def announcement(plan: ExportPlan, publication: Publication) -> ExportPublished:
     return export_published(_record(publication, "published", plan.facts, entry))
 
 
+def record_bytes(plan: ExportPlan, publication: Publication, max_file_bytes: int) -> int:
+    """The size of the turn record the plan's export would be stored with (its compact JSON,
+    UTF-8, as a document store measures it), known before its file is written: the upload
+    decides only its size, here at its largest (`max_file_bytes`), and its hash."""
+    entry = _entry(plan, Written(max_file_bytes, "0" * 64))
+    return len(_record(publication, "published", plan.facts, entry).model_dump_json())
+
+
 def announcement_bytes(event: ExportPublished) -> int:
     """The size of the event's message: its JSON body and its application properties."""
     properties = event_properties(event)

@@ -265,6 +265,7 @@ class TurnHandler:
                     self.observer.annotate(export_id=plan.export_id)
                     try:
                         self._announceable(plan, publication)
+                        self._recordable(plan, publication)
                         with self.observer.step("upload", format=plan.format):
                             written = await self._write(plan, publication.event, spool)
                     except TooLarge as exc:
@@ -315,6 +316,15 @@ class TurnHandler:
         cap = self.settings.max_event_bytes
         if size > cap:
             raise TooLarge(f"export.published would take {size} bytes, past the {cap} byte cap")
+
+    def _recordable(self, plan: ExportPlan, publication: Publication) -> None:
+        """TooLarge when the turn record could not hold the plan's export (thousands of
+        groups, artifacts or columns): decided before the file is written. Past the store's
+        item limit the record would fail after the upload, turn after turn."""
+        cap = self.settings.max_record_bytes
+        size = publishing.record_bytes(plan, publication, self.settings.max_export_bytes)
+        if size > cap:
+            raise TooLarge(f"the turn record would take {size} bytes, past the {cap} byte cap")
 
     def _published(self, record: TurnRecord | None, turn: TurnCompleted) -> None:
         """Report the export just announced: format, size, and the turn's event time."""

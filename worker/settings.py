@@ -37,6 +37,9 @@ class Settings(EnvSettings):
     # export.published's body and properties at most: a Service Bus standard message holds
     # 256 KB, headers included (premium: 100 MB).
     max_event_bytes = Setting(192 * 1024, integer(ge=1024))
+    # The turn record (its JSON) at most: a Cosmos DB item holds 2 MB, the store's own
+    # properties included. Thousands of groups or artifacts in one export approach it.
+    max_record_bytes = Setting(1_900_000, integer(ge=16 * 1024))
     concurrency = Setting(4, integer(ge=1))
     shutdown_grace_seconds = Setting(30.0, number(ge=0))
 

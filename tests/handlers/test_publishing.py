@@ -25,6 +25,7 @@ from handlers.publishing import (
     event_properties,
     export_published,
     next_effect,
+    record_bytes,
 )
 from schemas.events import TurnCompleted
 from schemas.records import CandidateGroup, ExportSelection, StateAfter, TurnRecord
@@ -118,6 +119,20 @@ def test_the_announcement_known_before_the_file_is_the_event_sent_after_it() -> 
     body = len(sent.model_dump_json())
     properties = sum(len(f"{k}{v}".encode()) for k, v in event_properties(sent).items())
     assert announcement_bytes(sent) == body + properties
+
+
+@pytest.mark.parametrize("file_bytes", [0, 41338, 500 * 1024 * 1024])
+def test_the_record_size_known_before_the_file_bounds_the_record_stored_after_it(
+    file_bytes: int,
+) -> None:
+    # The record size cap is checked before the upload, with the file at its largest: the
+    # record stored later is that size or smaller (its bytes figure has no more digits).
+    written = Written(bytes=file_bytes, sha256="ab" * 32)
+    record = next_effect(None, replace(fresh(), written=written))
+    assert isinstance(record, PutRecord)
+    stored = len(record.record.model_dump_json())
+    assert record_bytes(PLAN, fresh(), 500 * 1024 * 1024) - stored == 9 - len(str(file_bytes))
+    assert record_bytes(PLAN, fresh(), file_bytes) == stored
 
 
 def test_the_event_carries_the_properties_topic_subscriptions_filter_on() -> None:

@@ -361,6 +361,31 @@ def test_an_export_its_event_could_not_carry_is_too_large_before_its_file_is_wri
     run(tmp_path, wide_headline(3000), body, **settings)
 
 
+@pytest.mark.parametrize("cap", [None, 100_000])
+def test_an_export_its_record_could_not_hold_is_too_large_before_its_file_is_written(
+    tmp_path: Path, cap: int | None
+) -> None:
+    """The turn record names every column (and every group and artifact): 1,500 long
+    column names make a record of ~130 KB. Past the record cap the turn is `too_large`
+    before anything is written, not an upload whose record the store refuses at every
+    delivery; under it, the export is published."""
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        record = await handler.handle(message)
+        if cap is not None:
+            assert record.decision == "too_large" and record.export is None
+            exports = tmp_path / "home" / "blobs" / "exports"
+            assert not exports.exists() or not [p for p in exports.rglob("*") if p.is_file()]
+            assert await backend.publisher.sent() == []
+        else:
+            assert record.decision == "published" and record.export is not None
+            assert len(record.export.columns) == 1504
+            assert len(record.model_dump_json()) > 100_000
+
+    settings = {} if cap is None else {"max_record_bytes": cap}
+    run(tmp_path, wide_headline(1500), body, **settings)
+
+
 @pytest.mark.parametrize(("code", "fate"), [(errno.ENOSPC, TransientError), (errno.EBADF, OSError)])
 def test_a_full_disk_is_transient_another_os_error_is_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, fate: type[Exception]
