@@ -2,15 +2,16 @@
 
 Selection needs the counts of every group before the first byte is written (dominance,
 the excerpt test, the header). The spool keeps the rows out of memory meanwhile: past a
-small buffer they live in anonymous temporary files that disappear on close. Each action
-has its own file, so the export reads each selected dataset once, in the order it wants,
-even when its pages were fetched interleaved with another action's.
+small buffer they live in an anonymous temporary file that disappears on close. The file is
+shared by the turn's actions, each knowing where its batches lie, so the export reads each
+selected dataset once, in the order it wants, even when its pages were fetched interleaved
+with another action's; and a turn of thousands of actions holds one file open, not one each.
 
-Rows are written a batch at a time with `marshal`, each batch behind its length; the last,
-partial batch is read back from memory. marshal gives back exactly what went in (big
-integers, NaN and -0.0, text with lone surrogates) at a fraction of the cost of JSON lines;
-its format is private to one Python version, which is all a temporary file read back by
-the process that wrote it needs.
+Rows are written a batch at a time with `marshal`, each batch's place (offset, length) kept
+by its action; the last, partial batch of each action is read back from memory. marshal
+gives back exactly what went in (big integers, NaN and -0.0, text with lone surrogates) at
+a fraction of the cost of JSON lines; its format is private to one Python version, which
+is all a temporary file read back by the process that wrote it needs.
 
 A batch whose rows all have the same keys (a page of one call's results, as a rule) is
 written as those keys once and a list of values per key, the batch's columns: less to write
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import marshal
 import tempfile
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
@@ -47,20 +49,23 @@ from typing import IO, Any, cast
 
 from handlers.serialisers.csv_file import PlainCsvBatch
 
-# Spooled bytes an action keeps in memory before its file is made: a headline turn's ~60 KB
-# never touch the disk; 4 MB was 3 MB of a 1M-row export's peak RSS (~39 against 42 MB).
+# Spooled bytes kept in memory before the file is made: a headline turn's ~60 KB never
+# touch the disk; 4 MB was 3 MB of a 1M-row export's peak RSS (~39 against 42 MB).
 _MEMORY_BYTES = 512 * 1024
 # Rows per marshalled batch: large enough to pay the call once per many rows, small enough
 # that a batch read back is a few MB at most.
 BATCH_ROWS = 1024
-_LENGTH_BYTES = 8
 
 
 class RowSpool:
     """Append rows per action; read one action's rows back in append order."""
 
     def __init__(self) -> None:
-        self._files: dict[str, IO[bytes]] = {}
+        self._file: IO[bytes] | None = None  # made when the first batch is written
+        self._end = 0  # the file's length: where the next batch goes
+        # Per action: its written batches' offsets and lengths, in turn; its rows not yet
+        # written (an action is known once it has a list here).
+        self._written: dict[str, array[int]] = {}
         self._pending: dict[str, list[dict[str, Any]]] = {}
         self.count = 0
         self._encode: Callable[[Sequence[Sequence[Any]]], str | None] | None = None
@@ -143,12 +148,15 @@ class RowSpool:
                 yield left
 
     def _batches(self, action: str) -> Iterator[Batch]:
-        spooled = self._files.get(action)
-        if spooled is None:
+        pending = self._pending.get(action)
+        if pending is None:
             return
-        spooled.seek(0)
-        while header := spooled.read(_LENGTH_BYTES):
-            written = marshal.loads(spooled.read(int.from_bytes(header, "little")))
+        places = self._written[action]
+        for at in range(0, len(places), 2):
+            assert self._file is not None
+            # Placed again for each batch: a write between two batches moves the position.
+            self._file.seek(places[at])
+            written = marshal.loads(self._file.read(places[at + 1]))
             if type(written) is not tuple:
                 yield None, written
             elif type(written[1]) is str:  # (names, the records' text)
@@ -157,22 +165,21 @@ class RowSpool:
                 yield written
         # The rows not yet written, read from memory: a small dataset never goes through
         # marshal at all.
-        pending = self._pending[action]
         if pending:
             batch = _columnar(pending)
             yield batch if type(batch) is tuple else (None, list(pending))
 
     def close(self) -> None:
         """Drop the spooled rows."""
-        for spooled in self._files.values():
-            spooled.close()
-        self._files.clear()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._end = 0
+        self._written.clear()
         self._pending.clear()
 
     def _open(self, action: str) -> list[dict[str, Any]]:
-        self._files[action] = tempfile.SpooledTemporaryFile(  # noqa: SIM115
-            max_size=_MEMORY_BYTES, mode="w+b"
-        )
+        self._written[action] = array("Q")
         pending: list[dict[str, Any]] = []
         self._pending[action] = pending
         return pending
@@ -213,11 +220,13 @@ class RowSpool:
         action: str,
         batch: tuple[tuple[str, ...], Any] | list[dict[str, Any]],
     ) -> None:
-        spooled = self._files[action]
-        spooled.seek(0, 2)  # rows() may have left the position anywhere
+        if self._file is None:
+            self._file = tempfile.SpooledTemporaryFile(max_size=_MEMORY_BYTES, mode="w+b")  # noqa: SIM115
+        self._file.seek(self._end)  # rows() may have left the position anywhere
         data = marshal.dumps(batch)
-        spooled.write(len(data).to_bytes(_LENGTH_BYTES, "little"))
-        spooled.write(data)
+        self._file.write(data)
+        self._written[action].extend((self._end, len(data)))
+        self._end += len(data)
 
     def __enter__(self) -> RowSpool:
         return self
