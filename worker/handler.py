@@ -62,7 +62,8 @@ from worker.spool import RowSpool
 
 log = get_logger()
 
-# A turn whose user message is not found within this many messages is not there (yet).
+# A turn whose user message is not found within this many messages is not there (yet),
+# unless a point read finds it older still: the turn is then read to it.
 MAX_MESSAGES_READ = 5000
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
 # From this size on, an artifact's bytes and rows are what the process's peak RSS is made
@@ -209,9 +210,29 @@ class TurnHandler:
                 skipped = str(document.get("id"))[:128]
                 log.warning("stored_message_skipped", skipped_message_id=skipped)
                 continue
-            if enough.add(newest_first[-1]) or len(newest_first) >= MAX_MESSAGES_READ:
+            if enough.add(newest_first[-1]):
+                break
+            if len(newest_first) == MAX_MESSAGES_READ and not await self._longer_turn(
+                event, enough, newest_first[-1].seq
+            ):
                 break
         return list(reversed(newest_first))
+
+    async def _longer_turn(self, event: TurnCompleted, enough: story.HistoryRead, seq: int) -> bool:
+        """Whether a reader past MAX_MESSAGES_READ should go on: the turn's user message is
+        stored, older than the message at `seq`, and not read yet (a turn of thousands of
+        tool messages). One point read, only for such a turn: otherwise the cap stands for a
+        user message that is not visible (yet)."""
+        if enough.counted is not None:
+            return False  # the user message was read: the cap ends the look-back
+        try:
+            document = await self.backend.store.get_message(
+                event.conversation_id, event.user_message_id
+            )
+        except NotFound:
+            return False
+        user_seq = document.get("seq")
+        return type(user_seq) is int and user_seq < seq
 
     async def _fetch(
         self, refs: Sequence[ResultRef], collector: RowCollector, spool: RowSpool

@@ -167,6 +167,30 @@ def test_not_found_yet_is_retryable_with_its_reason(
     run(tmp_path, with_event(headline(), **change), body)
 
 
+@pytest.mark.parametrize("cap", [1, 2, 3])
+def test_a_turn_longer_than_the_read_cap_is_read_to_its_user_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap: int
+) -> None:
+    """A turn of thousands of tool messages passes MAX_MESSAGES_READ before its user
+    message: a point read finds the user message older, and the turn is read to it (it was
+    retried as turn_not_found, then dead-lettered). A user message that is not there keeps
+    the cap: turn_not_found, tried again later."""
+    expected, expected_bytes = exported(tmp_path / "default", headline())
+    monkeypatch.setattr("worker.handler.MAX_MESSAGES_READ", cap)
+    record, data = exported(tmp_path / "capped", headline())
+    assert data == expected_bytes
+    assert record.model_dump(exclude={"processed_at"}) == expected.model_dump(
+        exclude={"processed_at"}
+    )
+
+    async def missing(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        with pytest.raises(RetryableError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "turn_not_found"
+
+    run(tmp_path / "missing", with_event(headline(), user_message_id="msg_missing"), missing)
+
+
 def test_an_artifact_replaced_while_read_is_retried_not_taken_for_a_bug(tmp_path: Path) -> None:
     # Blob Storage answers 412 when the blob's ETag changes between the ranges of one read:
     # the Conflict had reached settlement as a bug (dead-lettered handler_error at once).
