@@ -361,6 +361,14 @@ def wide_headline(columns: int) -> dict[str, Any]:
     return fixture
 
 
+async def too_large_with_nothing_written(tmp_path: Path, backend: Backend, record: Any) -> None:
+    """The turn ended `too_large`: no export recorded, no file left, no event sent."""
+    assert record.decision == "too_large" and record.export is None
+    exports = tmp_path / "home" / "blobs" / "exports"
+    assert not exports.exists() or not [p for p in exports.rglob("*") if p.is_file()]
+    assert await backend.publisher.sent() == []
+
+
 @pytest.mark.parametrize("cap", [None, 2_000_000])
 def test_an_export_its_event_could_not_carry_is_too_large_before_its_file_is_written(
     tmp_path: Path, cap: int | None
@@ -372,10 +380,7 @@ def test_an_export_its_event_could_not_carry_is_too_large_before_its_file_is_wri
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
         record = await handler.handle(message)
         if cap is None:
-            assert record.decision == "too_large" and record.export is None
-            exports = tmp_path / "home" / "blobs" / "exports"
-            assert not exports.exists() or not [p for p in exports.rglob("*") if p.is_file()]
-            assert await backend.publisher.sent() == []
+            await too_large_with_nothing_written(tmp_path, backend, record)
         else:
             assert record.decision == "published" and record.export is not None
             (sent,) = await backend.publisher.sent()
@@ -397,10 +402,7 @@ def test_an_export_its_record_could_not_hold_is_too_large_before_its_file_is_wri
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
         record = await handler.handle(message)
         if cap is not None:
-            assert record.decision == "too_large" and record.export is None
-            exports = tmp_path / "home" / "blobs" / "exports"
-            assert not exports.exists() or not [p for p in exports.rglob("*") if p.is_file()]
-            assert await backend.publisher.sent() == []
+            await too_large_with_nothing_written(tmp_path, backend, record)
         else:
             assert record.decision == "published" and record.export is not None
             assert len(record.export.columns) == 1504
