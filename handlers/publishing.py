@@ -19,6 +19,7 @@ lapsed meanwhile), the next step is decided from the stored record, never from i
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 
 import msgspec
@@ -124,11 +125,15 @@ def announcement(plan: ExportPlan, publication: Publication) -> ExportPublished:
 
 
 def record_bytes(plan: ExportPlan, publication: Publication, max_file_bytes: int) -> int:
-    """The size of the turn record the plan's export would be stored with (its compact JSON,
-    UTF-8, as a document store measures it), known before its file is written: the upload
-    decides only its size, here at its largest (`max_file_bytes`), and its hash."""
+    """The size of the turn record the plan's export would be stored with, known before its
+    file is written: the upload decides only its size, here at its largest
+    (`max_file_bytes`), and its hash. Measured as the Cosmos DB SDK sends a document by
+    default, compact JSON with non-ASCII text escaped: the larger of the record's two
+    encodings (a character outside ASCII takes 6 or 12 bytes escaped, 2 to 4 in UTF-8), and
+    one that takes any text a stored message held, lone surrogates included."""
     entry = _entry(plan, Written(max_file_bytes, "0" * 64))
-    return len(_record(publication, "published", plan.facts, entry).model_dump_json())
+    record = _record(publication, "published", plan.facts, entry)
+    return len(json.dumps(record.model_dump(), separators=(",", ":")))
 
 
 def announcement_bytes(event: ExportPublished) -> int:

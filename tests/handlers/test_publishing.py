@@ -6,6 +6,8 @@ without a store: a dict stands for the ledger, a list for the topic's distinct m
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from msgspec.structs import replace
 
@@ -122,17 +124,26 @@ def test_the_announcement_known_before_the_file_is_the_event_sent_after_it() -> 
 
 
 @pytest.mark.parametrize("file_bytes", [0, 41338, 500 * 1024 * 1024])
+@pytest.mark.parametrize("action", ["history", "Verlauf_Spannung_äöü_電圧", "history\ud800"])
 def test_the_record_size_known_before_the_file_bounds_the_record_stored_after_it(
-    file_bytes: int,
+    file_bytes: int, action: str
 ) -> None:
     # The record size cap is checked before the upload, with the file at its largest: the
-    # record stored later is that size or smaller (its bytes figure has no more digits).
+    # record stored later is that size or smaller (its bytes figure has no more digits),
+    # in UTF-8 and as the Cosmos SDK sends it (non-ASCII escaped), whatever text a tool's
+    # name held (a lone surrogate kept from a stored message's "\ud800" escape).
+    plan = replace(PLAN, why=replace(PLAN.why, groups=[replace(PLAN.why.groups[0], action=action)]))
     written = Written(bytes=file_bytes, sha256="ab" * 32)
-    record = next_effect(None, replace(fresh(), written=written))
+    record = next_effect(None, replace(fresh(plan), written=written))
     assert isinstance(record, PutRecord)
-    stored = len(record.record.model_dump_json())
-    assert record_bytes(PLAN, fresh(), 500 * 1024 * 1024) - stored == 9 - len(str(file_bytes))
-    assert record_bytes(PLAN, fresh(), file_bytes) == stored
+    stored = record.record.model_dump()
+    escaped = len(json.dumps(stored, separators=(",", ":")))
+    utf8 = len(json.dumps(stored, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    ))  # fmt: skip
+    largest = record_bytes(plan, fresh(plan), 500 * 1024 * 1024)
+    assert largest - escaped == 9 - len(str(file_bytes))
+    assert record_bytes(plan, fresh(plan), file_bytes) == escaped >= utf8
 
 
 def test_the_event_carries_the_properties_topic_subscriptions_filter_on() -> None:

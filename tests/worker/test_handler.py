@@ -412,6 +412,25 @@ def test_an_export_its_record_could_not_hold_is_too_large_before_its_file_is_wri
     run(tmp_path, wide_headline(1500), body, **settings)
 
 
+def test_a_tool_name_holding_a_lone_surrogate_is_recorded_not_taken_for_a_bug(
+    tmp_path: Path,
+) -> None:
+    # json.loads keeps a stored message's "\ud800" escape as a lone surrogate; the name
+    # reaches the record's selection groups, which the record size cap measures.
+    fixture = headline()
+    for message in fixture["messages"]:
+        for item in [*(message.get("tool_calls") or []), *(message.get("results") or [])]:
+            if item["name"] == "list_parameter_history":
+                item["name"] += "\ud800"
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        record = await handler.handle(message)
+        assert record.decision == "published" and record.export is not None
+        assert "list_parameter_history\ud800" in [g.action for g in record.export.selection.groups]
+
+    run(tmp_path, fixture, body)
+
+
 @pytest.mark.parametrize(("code", "fate"), [(errno.ENOSPC, TransientError), (errno.EBADF, OSError)])
 def test_a_full_disk_is_transient_another_os_error_is_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, fate: type[Exception]
