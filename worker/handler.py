@@ -63,8 +63,11 @@ from worker.spool import RowSpool
 log = get_logger()
 
 # A turn whose user message is not found within this many messages is not there (yet),
-# unless a point read finds it older still: the turn is then read to it.
+# unless a point read finds it older still: the turn is then read on to it, up to
+# MAX_TURN_MESSAGES_READ messages in all (an event naming an early message as the turn's
+# must not load the whole conversation).
 MAX_MESSAGES_READ = 5000
+MAX_TURN_MESSAGES_READ = 100_000
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
 # From this size on, an artifact's bytes and rows are what the process's peak RSS is made
 # of: freed memory must then leave the process (worker/allocator.py).
@@ -201,6 +204,7 @@ class TurnHandler:
             raise RetryableError("turn_not_found", "the turn's reply is not visible") from None
         newest_first: list[Message] = []
         enough = story.HistoryRead(event.user_message_id)
+        cap = MAX_MESSAGES_READ
         async for document in store.history(event.conversation_id, reply.seq):
             try:
                 newest_first.append(_message(document))
@@ -212,17 +216,20 @@ class TurnHandler:
                 continue
             if enough.add(newest_first[-1]):
                 break
-            if len(newest_first) == MAX_MESSAGES_READ and not await self._longer_turn(
-                event, enough, newest_first[-1].seq
-            ):
+            if len(newest_first) >= cap:
+                if cap < MAX_TURN_MESSAGES_READ and await self._longer_turn(
+                    event, enough, newest_first[-1].seq
+                ):
+                    cap = MAX_TURN_MESSAGES_READ
+                    continue
                 break
         return list(reversed(newest_first))
 
     async def _longer_turn(self, event: TurnCompleted, enough: story.HistoryRead, seq: int) -> bool:
-        """Whether a reader past MAX_MESSAGES_READ should go on: the turn's user message is
-        stored, older than the message at `seq`, and not read yet (a turn of thousands of
-        tool messages). One point read, only for such a turn: otherwise the cap stands for a
-        user message that is not visible (yet)."""
+        """Whether a reader past MAX_MESSAGES_READ should go on (to MAX_TURN_MESSAGES_READ):
+        the turn's user message is stored, older than the message at `seq`, and not read yet
+        (a turn of thousands of tool messages). One point read, only for such a turn:
+        otherwise the cap stands for a user message that is not visible (yet)."""
         if enough.counted is not None:
             return False  # the user message was read: the cap ends the look-back
         try:

@@ -114,6 +114,21 @@ def test_history_is_newest_first_and_bounded_by_max_seq(store_factory: Any) -> N
     run(body, store_factory)
 
 
+def test_history_holds_every_message_however_long_the_conversation(store_factory: Any) -> None:
+    # The reader bounds what it reads (the handler's caps); a store that cut the history
+    # short on its own (a query's TOP) would hide the user message of a turn of thousands
+    # of tool messages, which the handler reads on to once a point read finds it.
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        for start in range(1, 2_201, 100):
+            batch = range(start, start + 100)
+            await asyncio.gather(*(store.put_message(message(cid, seq)) for seq in batch))
+        seqs = await collect(store, cid, 2_150)
+        assert seqs == list(range(2_150, 0, -1))
+
+    run(body, store_factory)
+
+
 def test_history_returns_whole_documents_deleted_ones_too(store_factory: Any) -> None:
     async def body(store: ConversationStore) -> None:
         cid = new_id("conv")

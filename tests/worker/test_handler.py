@@ -189,6 +189,9 @@ def test_a_turn_longer_than_the_read_cap_is_read_to_its_user_message(
         assert caught.value.reason == "turn_not_found"
 
     run(tmp_path / "missing", with_event(headline(), user_message_id="msg_missing"), missing)
+    # Read on, the turn is still bounded: past MAX_TURN_MESSAGES_READ, not there.
+    monkeypatch.setattr("worker.handler.MAX_TURN_MESSAGES_READ", cap + 1)
+    run(tmp_path / "too_long", headline(), missing)
 
 
 def test_an_artifact_replaced_while_read_is_retried_not_taken_for_a_bug(tmp_path: Path) -> None:

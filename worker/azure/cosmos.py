@@ -30,10 +30,9 @@ from worker.azure.timeouts import guarded, guarded_iter
 from worker.ports import Conflict, NotFound
 from worker.settings import Settings
 
-# History reads newest first and the caller stops early; TOP only caps a runaway read.
-# The window needs at most history_limit_max (40) messages plus the look-back (40) plus
-# the current turn, so 2000 is far above any real need and still a bound.
-HISTORY_TOP = 2000
+# History reads newest first, a page at a time, and the caller stops early: the handler's
+# caps (worker/handler.py MAX_MESSAGES_READ, MAX_TURN_MESSAGES_READ) bound the read, so
+# the query has no TOP of its own that could hide a long turn's user message.
 PAGE_SIZE = 100
 THROTTLE_RETRIES = 5
 CONNECTION_RETRIES = 3
@@ -47,7 +46,7 @@ EMULATOR_HEADERS = {"x-ms-documentdb-query-enablecrosspartition": "true"}
 _SYSTEM_KEYS = ("_rid", "_self", "_etag", "_attachments", "_ts")
 
 HISTORY_QUERY = (
-    "SELECT TOP @n * FROM c WHERE c.conversation_id = @cid AND c.seq <= @max ORDER BY c.seq DESC"
+    "SELECT * FROM c WHERE c.conversation_id = @cid AND c.seq <= @max ORDER BY c.seq DESC"
 )
 TURNS_QUERY = "SELECT * FROM c WHERE c.conversation_id = @cid ORDER BY c.seq"
 EXPORTS_QUERY = "SELECT * FROM c WHERE c.conversation_id = @cid AND c.export != null ORDER BY c.seq"
@@ -207,7 +206,7 @@ class AzureConversationStore:
 
     async def history(self, conversation_id: str, max_seq: int) -> AsyncIterator[dict[str, Any]]:
         """Messages with seq <= max_seq, newest first: one partition query, read lazily."""
-        params = {"@n": HISTORY_TOP, "@cid": conversation_id, "@max": max_seq}
+        params = {"@cid": conversation_id, "@max": max_seq}
         async for doc in self._account.query(
             self._messages, HISTORY_QUERY, params, partition_key=conversation_id
         ):
