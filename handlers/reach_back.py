@@ -121,14 +121,20 @@ def _turn_recency(found: Sequence[Candidate]) -> dict[str, int]:
 
 class GroupNames:
     """Whether words are words of one of the groups (relevance's words), asked once a cue of
-    the request: each group's words are gathered once, when a question first reaches the
-    group, so a request naming its data a thousand times reads the groups' texts once."""
+    the request. The first question is answered as `group_score` scores, splitting only the
+    texts that may hold the words (a request has one cue, as a rule); from the second on,
+    each group's words are gathered once, when a question first reaches the group, so a
+    request naming its data a thousand times reads the groups' texts twice at most."""
 
     def __init__(self, groups: Sequence[Candidate]) -> None:
         self._groups = groups
+        self._asked = 0
         self._words: list[frozenset[str]] = []  # of the first groups, in order
 
     def __call__(self, named: frozenset[str]) -> bool:
+        self._asked += 1
+        if self._asked == 1:
+            return any(_score(named, group.action, group.refs) > 0 for group in self._groups)
         for index, group in enumerate(self._groups):
             if index == len(self._words):
                 self._words.append(_words(group.action, group.refs))
