@@ -196,7 +196,8 @@ class TurnHandler:
             raise PermanentError("schema_invalid", _invalid("stored conversation", exc)) from None
 
     async def _read_turn(self, event: TurnCompleted) -> list[Message]:
-        """The reply by point read, then one newest-first query bounded by what the core needs."""
+        """The reply by point read, then one newest-first query bounded by what the core needs
+        (and, for a turn longer than MAX_MESSAGES_READ, a point read of its user message)."""
         store = self.backend.store
         try:
             reply = _message(await store.get_message(event.conversation_id, event.reply_message_id))
