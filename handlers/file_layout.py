@@ -7,7 +7,7 @@ same `'` as any other cell, so the record names the columns exactly as the file 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -81,15 +81,33 @@ def action_cells(row: Row, action: str, selection: Selection, shape: Layout) -> 
 SpooledBatch = tuple[tuple[str, ...] | None, list[Any] | PlainCsvBatch]
 
 
+def selection_cells(
+    batches_of: Callable[[str], Iterable[SpooledBatch]], selection: Selection, shape: Layout
+) -> Iterator[Cells]:
+    """The file's rows from the selection: each selected dataset's `dataset_cells`, one
+    after another in first-call order (`batches_of(action)`: its spooled batches). A key's
+    column is found once for the file, not once per dataset: a combined export of thousands
+    of groups, each with columns of its own, is as wide as all of them."""
+    places = _Places(shape.keys)
+    for action in selection.actions:
+        yield from _dataset_cells(batches_of(action), action, selection, places)
+
+
 def dataset_cells(
     batches: Iterable[SpooledBatch], action: str, selection: Selection, shape: Layout
 ) -> Iterator[Cells]:
     """A selected dataset's cells from its spooled batches: each row's `action_cells`, the
     source column (when groups were combined) added to every row of a batch."""
+    return _dataset_cells(batches, action, selection, _Places(shape.keys))
+
+
+def _dataset_cells(
+    batches: Iterable[SpooledBatch], action: str, selection: Selection, places: _Places
+) -> Iterator[Cells]:
     source = selection.source_column
     if source is not None:
         batches = (_with_source(batch, source, action, selection) for batch in batches)
-    return batch_cells(batches, shape.keys)
+    return _batch_cells(batches, places)
 
 
 def _with_source(
@@ -112,8 +130,30 @@ def batch_cells(batches: Iterable[SpooledBatch], keys: tuple[str, ...]) -> Itera
     """Rows given a batch at a time (`RowSpool.batches`) aligned with `keys`, as
     `action_cells` aligns a row: a batch of rows, (None, dicts), by key, row by row; a
     batch of columns under the same keys, (names, columns), as one `ColumnBlock` of the
-    columns the keys name (a key it lacks, a column of None); a batch written as CSV
-    records, as those records under the keys."""
+    columns the keys name (a key it lacks, a column of None: a sparse block, made in the
+    time of the batch's own columns, not the keys'); a batch written as CSV records, as
+    those records under the keys."""
+    return _batch_cells(batches, _Places(keys))
+
+
+class _Places:
+    """The file's keys and each key's column, found when a batch first needs them."""
+
+    __slots__ = ("_place", "keys")
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+        self._place: dict[str, int] | None = None
+
+    def of(self) -> dict[str, int] | None:
+        """Each key's column; None when a key is named twice (it has more than one)."""
+        if self._place is None:
+            self._place = {key: column for column, key in enumerate(self.keys)}
+        return self._place if len(self._place) == len(self.keys) else None
+
+
+def _batch_cells(batches: Iterable[SpooledBatch], places: _Places) -> Iterator[Cells]:
+    keys = places.keys
     for names, written in batches:
         if isinstance(written, PlainCsvBatch):
             assert names is not None
@@ -126,8 +166,19 @@ def batch_cells(batches: Iterable[SpooledBatch], keys: tuple[str, ...]) -> Itera
             yield from ([] for _ in written[0])  # rows of no cells
         elif names == keys:
             yield ColumnBlock(written)
+        elif (place := places.of()) is None:
+            yield _spread(names, written, keys)
         else:
             # The last of a name given twice wins, as a dict keeps the last value.
-            at = {name: position for position, name in enumerate(names)}
-            absent = [None] * len(written[0])
-            yield ColumnBlock([absent if at.get(key) is None else written[at[key]] for key in keys])
+            mine = {place[name]: at for at, name in enumerate(names) if name in place}
+            held = sorted(mine)
+            yield ColumnBlock.sparse(
+                len(keys), len(written[0]), held, [written[mine[column]] for column in held]
+            )
+
+
+def _spread(names: tuple[str, ...], written: list[Any], keys: tuple[str, ...]) -> ColumnBlock:
+    """The batch's columns under keys that may repeat: each key's, else a column of None."""
+    at = {name: position for position, name in enumerate(names)}
+    absent = [None] * len(written[0])
+    return ColumnBlock([absent if at.get(key) is None else written[at[key]] for key in keys])

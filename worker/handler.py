@@ -23,7 +23,7 @@ from handlers import publishing
 from handlers import turn as story
 from handlers.dataset import RowCollector
 from handlers.errors import PermanentError, RetryableError
-from handlers.file_layout import dataset_cells, table_cells
+from handlers.file_layout import selection_cells, table_cells
 from handlers.phases import (
     Ending,
     ExportPlan,
@@ -402,10 +402,8 @@ def _cells(plan: ExportPlan, spool: RowSpool) -> Iterator[Cells]:
     if plan.table is not None:
         yield from table_cells(plan.table, plan.layout)
         return
-    selection = plan.selection
-    assert selection is not None
-    for action in selection.actions:  # one dataset after another, in first-call order
-        yield from dataset_cells(spool.batches(action), action, selection, plan.layout)
+    assert plan.selection is not None
+    yield from selection_cells(spool.batches, plan.selection, plan.layout)
 
 
 def _log_published(record: TurnRecord) -> None:

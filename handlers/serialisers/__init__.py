@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import pairwise
 from typing import Any, Final
 
 CONTENT_TYPES: Final[dict[str, str]] = {
@@ -38,14 +39,69 @@ def without_surrogates(text: str) -> str:
 
 class ColumnBlock:
     """Rows given as their columns: one sequence per column of the file, all of one length;
-    row i is the i-th value of each."""
+    row i is the i-th value of each.
 
-    __slots__ = ("columns",)
+    A block made `sparse` knows the only columns that may hold a value (`held`): a combined
+    export of groups with columns of their own is as wide as all of them, and each group's
+    rows hold only a few. A format that leaves missing cells out (XLSX) writes such a row in
+    the time of its own cells (`held_columns`), never building or walking the file's width;
+    `columns` gives every column (the rest all None) to the formats that write them all."""
+
+    __slots__ = ("_columns", "_count", "_held_columns", "_width", "held")
 
     def __init__(self, columns: Sequence[Sequence[Any]]) -> None:
         if not columns:
             raise ValueError("a column block needs at least one column")
-        self.columns = columns
+        self._columns: Sequence[Sequence[Any]] | None = columns
+        self._width, self._count = len(columns), len(columns[0])
+        self.held: Sequence[int] | None = None  # None: any column may hold a value
+        self._held_columns: Sequence[Sequence[Any]] = columns
+
+    @classmethod
+    def sparse(
+        cls,
+        width: int,
+        count: int,
+        held: Sequence[int],
+        held_columns: Sequence[Sequence[Any]],
+    ) -> ColumnBlock:
+        """`count` rows of `width` columns, of which only those at the positions `held`
+        (ascending) may hold a value: `held_columns`, in the same order."""
+        if width < 1:
+            raise ValueError("a column block needs at least one column")
+        if len(held) != len(held_columns) or any(b <= a for a, b in pairwise(held)):
+            raise ValueError("held names each held column once, in ascending order")
+        if held and not 0 <= held[0] <= held[-1] < width:
+            raise ValueError(f"a held column is outside the block's {width} columns")
+        block = cls.__new__(cls)
+        block._columns = None
+        block._width, block._count = width, count
+        block.held, block._held_columns = held, held_columns
+        return block
+
+    @property
+    def columns(self) -> Sequence[Sequence[Any]]:
+        """Every column of the block, in order."""
+        if self._columns is None:
+            absent = [None] * self._count
+            columns: list[Sequence[Any]] = [absent] * self._width
+            for position, column in zip(self.held or (), self._held_columns, strict=True):
+                columns[position] = column
+            self._columns = columns
+        return self._columns
+
+    def held_columns(self) -> Sequence[Sequence[Any]]:
+        """The columns at the positions `held` (every column when `held` is None)."""
+        return self._held_columns
+
+    @property
+    def width(self) -> int:
+        """The number of columns."""
+        return self._width
+
+    def row_count(self) -> int:
+        """The number of rows."""
+        return self._count
 
     def rows(self) -> Iterator[tuple[Any, ...]]:
         """The block's rows, as tuples, in order."""

@@ -34,11 +34,12 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any, BinaryIO, Final
 
-from handlers.serialisers import Cells, aligned, each_row, without_surrogates
+from handlers.serialisers import Cells, ColumnBlock, aligned, each_row, without_surrogates
 from handlers.serialisers.csv_file import cell_text
 
 MAX_XLSX_DATA_ROWS: Final = 1_048_575
@@ -126,8 +127,10 @@ class _SheetRows:
     A row is `<row r="N">` and its cells, a cell `<c r="A2">` with its value: a number as
     `<v>` (16 significant digits), a boolean `t="b"` with `<v>` 1 or 0, text as an inline
     string `t="inlineStr"` (the header's with the bold style `s`). Missing cells are left
-    out, and a row with none is not written. Afterwards the worksheet's dimensions and last
-    row are those its own writes would have left, so it closes the sheet as it would have."""
+    out, and a row with none is not written, so a sparse column block (a group of a combined
+    export, holding a few of the file's columns) is written in the time of the cells it
+    holds. Afterwards the worksheet's dimensions and last row are those its own writes would
+    have left, so it closes the sheet as it would have."""
 
     __slots__ = ("_out", "_sheet")
 
@@ -164,12 +167,12 @@ class _SheetRows:
             pending.append(f'<row r="1">{header}</row>')
         last = 0  # the last row written (0: the header's)
         not_plain = _NOT_PLAIN.search
-        for index, row in enumerate(each_row(rows), start=1):
+        for index, (row_letters, row) in enumerate(_lettered(rows, letters), start=1):
             if index > MAX_XLSX_DATA_ROWS:
                 raise ValueError(f"more than {MAX_XLSX_DATA_ROWS} rows do not fit in a sheet")
             number = str(index + 1)
             cells = []
-            for letter, value in zip(letters, aligned(row, width), strict=True):
+            for letter, value in zip(row_letters, row, strict=True):
                 kind = type(value)
                 if kind is str:
                     if len(value) <= _MAX_CELL_UNITS // 2 and not not_plain(value):
@@ -196,6 +199,29 @@ class _SheetRows:
             sheet.dim_rowmin, sheet.dim_rowmax = 0, last
             sheet.dim_colmin, sheet.dim_colmax = 0, width - 1
             sheet.previous_row = last  # written: closing finds nothing left in its table
+
+
+def _lettered(
+    rows: Iterable[Cells], letters: Sequence[str]
+) -> Iterator[tuple[Sequence[str], Sequence[Any]]]:
+    """Each row with the column letters of its cells: every column's (padded to the
+    header's width), or for a sparse column block, those of the columns it holds only (the
+    rest are missing: left out of the sheet, so never walked)."""
+    width = len(letters)
+    for item in rows:
+        if type(item) is ColumnBlock and item.held is not None:
+            if item.width > width:  # as `aligned` refuses a longer row
+                raise ValueError(f"row has {item.width} cells but there are {width} columns")
+            held = item.held
+            if not held:  # rows of no cells: counted, not written
+                yield from repeat(((), ()), item.row_count())
+                continue
+            held_letters = [letters[column] for column in held]
+            for row in zip(*item.held_columns(), strict=True):
+                yield held_letters, row
+        else:
+            for cells in each_row((item,)):
+                yield letters, aligned(cells, width)
 
 
 def _cell(attributes: str, value: Any) -> str:

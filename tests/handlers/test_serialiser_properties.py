@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import openpyxl
+import pytest
 from defusedxml import ElementTree
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -264,10 +265,39 @@ def test_rows_given_as_column_blocks_write_the_same_bytes_as_rows(
     items: list[Any] = []
     for start, end in itertools.pairwise([0, *cuts, len(full)]):
         run = full[start:end]
-        if run and data.draw(st.booleans()):
+        kind = data.draw(st.sampled_from(["rows", "block", "sparse"])) if run else "rows"
+        if kind == "block":
             items.append(ColumnBlock([list(column) for column in zip(*run, strict=True)]))
+        elif kind == "sparse" and columns:
+            # Held: every column with a value, and any others drawn (all None).
+            every = [list(column) for column in zip(*run, strict=True)]
+            held = sorted(
+                set(data.draw(st.lists(st.integers(0, len(columns) - 1))))
+                | {at for at, column in enumerate(every) if any(v is not None for v in column)}
+            )
+            items.append(
+                ColumnBlock.sparse(len(columns), len(run), held, [every[at] for at in held])
+            )
         else:
             items.extend(run)
     for chunks in (csv_chunks, json_chunks, xml_chunks):
         assert b"".join(chunks(columns, items)) == b"".join(chunks(columns, rows))
     assert xlsx_bytes(columns, items) == xlsx_bytes(columns, rows)
+
+
+@pytest.mark.parametrize(
+    ("width", "held", "columns"),
+    [
+        (0, [], []),  # no column
+        (3, [2, 1], [[1], [2]]),  # not ascending
+        (3, [1, 1], [[1], [2]]),  # a column twice
+        (3, [3], [[1]]),  # past the width
+        (3, [-1], [[1]]),
+        (3, [0, 1], [[1]]),  # a held column without its values
+    ],
+)
+def test_a_sparse_block_names_each_held_column_once_within_its_width(
+    width: int, held: list[int], columns: list[list[Any]]
+) -> None:
+    with pytest.raises(ValueError, match="column"):
+        ColumnBlock.sparse(width, 1, held, columns)

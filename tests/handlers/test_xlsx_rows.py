@@ -28,6 +28,8 @@ from tests.handlers.test_serialiser_properties import xlsx_bytes as workbook
 # Text that reaches every branch of a cell's escaping: XML's characters, control
 # characters, OOXML's escape and its look-alikes, white space at either end, U+FFFE/U+FFFF,
 # lone surrogates, characters past U+FFFF (two UTF-16 units each).
+MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+
 awkward = st.text(
     alphabet=st.sampled_from(
         ["a", "Z", "0", " ", "\t", "\n", "\r", "\x00", "\x01", "\x0b", "\x1f", "\x7f", "_",
@@ -114,6 +116,44 @@ def test_column_blocks_give_the_bytes_their_rows_give(monkeypatch: pytest.Monkey
     assert workbook(columns, [block]) == reference(columns, rows, monkeypatch)
 
 
+def test_a_sparse_block_writes_only_its_held_cells_in_their_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Held columns that are not the first ones, an all-None held column, a row with no
+    # value, and a block of no held column at all (its rows counted, not written).
+    columns = ["a", "b", "c", "d", "e"]
+    rows = [
+        [None, 1.5, None, None, "x"],
+        [None, None, None, None, None],
+        [None, 2, None, None, "y<"],
+        [None, None, None, None, None],
+        [True, None, None, None, None],
+    ]
+    blocks = [
+        ColumnBlock.sparse(5, 3, [1, 3, 4], [[1.5, None, 2], [None] * 3, ["x", None, "y<"]]),
+        ColumnBlock.sparse(5, 1, [], []),
+        ColumnBlock.sparse(5, 1, [0], [[True]]),
+    ]
+    assert workbook(columns, blocks) == reference(columns, rows, monkeypatch)
+
+
+def test_a_sparse_block_is_never_widened_for_the_sheet() -> None:
+    # 16,000 columns, each block holding two: the sheet takes the held columns only (a
+    # block widened to the file's width would be 16,000 columns a row).
+    columns = [f"c{k}" for k in range(16_000)]
+    blocks = [
+        ColumnBlock.sparse(16_000, 2, [k, 15_999], [[k, k], ["s", "t"]])
+        for k in range(0, 15_999, 40)
+    ]
+    with zipfile.ZipFile(io.BytesIO(workbook(columns, blocks))) as book:
+        sheet = ElementTree.fromstring(book.read("xl/worksheets/sheet1.xml"))
+    data_rows = sheet.findall(f"{{{MAIN}}}sheetData/{{{MAIN}}}row")[1:]
+    assert len(data_rows) == 2 * len(blocks)
+    assert {len(row) for row in data_rows} == {2}
+    assert data_rows[2][0].get("r") == "AO4" and data_rows[2][1].get("r") == "WQJ4"
+    assert all(block._columns is None for block in blocks)
+
+
 def test_the_installed_xlsxwriter_keeps_the_row_file_this_writer_writes_into() -> None:
     # The fast rows are used on the version the project pins; a worksheet without a row
     # file (or another layout) falls back to xlsxwriter's cell writes.
@@ -154,3 +194,8 @@ def test_text_shaped_like_a_rich_string_is_written_as_escaped_text(text: str) ->
     assert sheet is not None
     expected = text.replace("\x01", "_x0001_")  # openpyxl leaves OOXML's escape as it is
     assert [sheet["A1"].value, sheet["A2"].value] == [expected, expected]
+
+
+def test_a_sparse_block_wider_than_the_header_is_refused_as_a_longer_row_is() -> None:
+    with pytest.raises(ValueError, match="3 cells but there are 2 columns"):
+        workbook(["a", "b"], [ColumnBlock.sparse(3, 1, [0], [[1]])])
