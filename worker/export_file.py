@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 
 from handlers.publishing import Written
-from handlers.serialisers import CONTENT_TYPES, Cells
+from handlers.serialisers import CONTENT_TYPES, Cells, csv_file, json_file
 from handlers.serialisers.csv_file import csv_chunks
 from handlers.serialisers.json_file import json_chunks
 from schemas.vocabulary import ExportFormat
@@ -44,6 +44,11 @@ async def write_export(
             raise TooLarge(f"{row_count} rows is more than a sheet holds")
         if len(columns) > xlsx_file.MAX_XLSX_COLUMNS:
             raise TooLarge(f"{len(columns)} columns is more than a sheet holds")
+    elif (least := least_bytes(fmt, columns, row_count, csv_bom=csv_bom)) > max_bytes:
+        # Known from the rows and columns alone (a combined export of thousands of groups
+        # with columns of their own is as wide as all of them, every row naming every
+        # column): refused before a byte is written, not after max_bytes of them.
+        raise TooLarge(f"the file would take at least {least} bytes, past the {max_bytes} cap")
     upload = await blobs.upload(path, info)
     digest = hashlib.sha256()
     total = 0
@@ -62,6 +67,20 @@ async def write_export(
         await upload.abort()
         raise
     return Written(bytes=total, sha256=digest.hexdigest())
+
+
+def least_bytes(fmt: ExportFormat, columns: Sequence[str], row_count: int, *, csv_bom: bool) -> int:
+    """The fewest bytes a csv, json or xml file of these columns and rows can take: every
+    row names every column (a sheet does not: 0 for xlsx)."""
+    if fmt == "csv":
+        return csv_file.least_bytes(columns, row_count, bom=csv_bom)
+    if fmt == "json":
+        return json_file.least_bytes(columns, row_count)
+    if fmt == "xml":
+        from handlers.serialisers import xml_file
+
+        return xml_file.least_bytes(columns, row_count)
+    return 0
 
 
 def content_type(fmt: ExportFormat) -> str:

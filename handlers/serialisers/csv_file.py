@@ -107,6 +107,13 @@ def csv_chunks(
     return _csv_chunks(columns, rows, bom, chunk_size)
 
 
+def least_bytes(columns: Sequence[str], row_count: int, *, bom: bool = True) -> int:
+    """No CSV file of these columns and this many rows is shorter: its header (a byte a
+    character at the least), and each row's commas and line end (every cell empty)."""
+    header = len(_record(columns)) + len(_UTF8_BOM) * bom
+    return header + row_count * (max(len(columns) - 1, 0) + 2)
+
+
 def _csv_chunks(
     columns: Sequence[str], rows: Iterable[Cells], bom: bool, chunk_size: int
 ) -> Iterator[bytes]:

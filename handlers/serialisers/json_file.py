@@ -43,6 +43,17 @@ def json_chunks(
     return byte_chunks(_json_texts(columns, each_row(rows)), chunk_size, errors="backslashreplace")
 
 
+def least_bytes(columns: Sequence[str], row_count: int) -> int:
+    """No JSON file of these columns and this many rows is shorter: the array's brackets,
+    and each row's object naming every column (a key's characters are a byte each at the
+    least, its value one character)."""
+    if not row_count:
+        return 2  # []
+    keys = sum(len(column) + 4 for column in columns)  # "key":v
+    # The first row's "[\n" or a later one's ",\n", its braces; the closing "\n]".
+    return 2 + row_count * (2 + 2 + keys + max(len(columns) - 1, 0))
+
+
 def _json_texts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[str]:
     width = len(columns)
     separator = "[\n"

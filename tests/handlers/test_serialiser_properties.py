@@ -20,9 +20,12 @@ from openpyxl.utils.escape import unescape
 
 from handlers.serialisers import ColumnBlock
 from handlers.serialisers.csv_file import cell_text, csv_cell, csv_chunks
+from handlers.serialisers.csv_file import least_bytes as csv_least
 from handlers.serialisers.headers import unique_headers
 from handlers.serialisers.json_file import json_chunks
+from handlers.serialisers.json_file import least_bytes as json_least
 from handlers.serialisers.xlsx_file import write_xlsx
+from handlers.serialisers.xml_file import least_bytes as xml_least
 from handlers.serialisers.xml_file import safe_element_name, xml_chunks
 
 # A plain number (docs/contract/files.md): digits before the point optionally grouped in threes.
@@ -283,6 +286,38 @@ def test_rows_given_as_column_blocks_write_the_same_bytes_as_rows(
     for chunks in (csv_chunks, json_chunks, xml_chunks):
         assert b"".join(chunks(columns, items)) == b"".join(chunks(columns, rows))
     assert xlsx_bytes(columns, items) == xlsx_bytes(columns, rows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables(), st.booleans())
+def test_no_file_is_shorter_than_the_least_its_columns_and_rows_take(
+    table: tuple[list[str], list[list[Any]]], bom: bool
+) -> None:
+    # The size cap refuses a file from its least size before writing it: that must never
+    # be more than the file the rows make (or a file under the cap would be refused).
+    columns, rows = table
+    files = {
+        "csv": (
+            b"".join(csv_chunks(columns, rows, bom=bom)),
+            csv_least(columns, len(rows), bom=bom),
+        ),
+        "json": (b"".join(json_chunks(columns, rows)), json_least(columns, len(rows))),
+        "xml": (b"".join(xml_chunks(columns, rows)), xml_least(columns, len(rows))),
+    }
+    for fmt, (data, least) in files.items():
+        assert least <= len(data), fmt
+
+
+def test_the_least_is_the_file_when_every_cell_is_as_short_as_it_can_be() -> None:
+    # ASCII names, rows whose every cell is missing (csv, xml) or a one-digit number (json):
+    # the bound is the file's size, as tight as it can be.
+    columns = ["a", "b-c", "c d"]
+    empty: list[list[Any]] = [[None] * 3] * 4
+    assert csv_least(columns, 4, bom=True) == len(b"".join(csv_chunks(columns, empty)))
+    assert xml_least(columns, 4) == len(b"".join(xml_chunks(columns, empty)))
+    digits = [[1, 2, 3]] * 4
+    assert json_least(["a", "b", "c"], 4) == len(b"".join(json_chunks(["a", "b", "c"], digits)))
+    assert json_least(columns, 0) == len(b"".join(json_chunks(columns, [])))
 
 
 @pytest.mark.parametrize(
