@@ -474,6 +474,40 @@ def reach_back_case(bench: Bench) -> ReachBackRun:
     )
 
 
+@dataclass(frozen=True)
+class WideRun:
+    """Case w: one turn combining GROUPS actions, each with 3 columns of its own, into one
+    xlsx file (3 × GROUPS + 1 columns, a sparse sheet), at two sizes, the second twice the
+    first: its cost should grow with the groups' own cells, not with groups × columns."""
+
+    groups: tuple[int, int]
+    runs: tuple[Usage, Usage]
+    file_kb: tuple[float, float]
+
+    def net(self, empty: Usage) -> tuple[float, float]:
+        """Each run's wall net of start-up and shutdown (an empty run's)."""
+        small, large = (run.wall - empty.wall for run in self.runs)
+        return small, large
+
+
+def wide_case(bench: Bench, groups: int) -> WideRun:
+    """Seed GROUPS and 2 × GROUPS groups in their homes, and run the worker on each."""
+    runs, sizes = [], []
+    for count in (groups, 2 * groups):
+        home = bench.home(f"w-{count}")
+        seeded = workload("seed-wide", home, "--groups", str(count), "--format", "xlsx")
+        bench.note_load(f"before w {count}")
+        runs.append(bench.worker(f"w-worker-{count}", home))
+        (export,) = _published(workload("outcome", home), 1)
+        if export["export"]["row_count"] != seeded["rows"]:
+            raise Failed(f"w: {export['export']['row_count']} rows, not {seeded['rows']}")
+        if len(export["export"]["columns"]) != seeded["columns"]:
+            raise Failed(f"w: {len(export['export']['columns'])} columns, not {seeded['columns']}")
+        sizes.append(export["export"]["bytes"] / 1e3)
+        shutil.rmtree(home)
+    return WideRun((groups, 2 * groups), (runs[0], runs[1]), (sizes[0], sizes[1]))
+
+
 def azure_case(bench: Bench, turns: int) -> AzureRun:
     """Case az: case d's turns on the Azure backend's stand-ins (`azure_turns.py`)."""
     return measure_azure(bench, turns, Failed)
@@ -509,10 +543,11 @@ class Sizes:
     turns: int
     turn_repeats: int
     empty_repeats: int
+    wide_groups: int
 
 
-FULL = Sizes(10, 100_000, 100, 2, 100, 5, 5)
-QUICK = Sizes(10, 2_000, 100, 2, 5, 1, 2)
+FULL = Sizes(10, 100_000, 100, 2, 100, 5, 5, 2_000)
+QUICK = Sizes(10, 2_000, 100, 2, 5, 1, 2, 100)
 
 
 @dataclass
@@ -527,6 +562,7 @@ class Report:
     d: TurnsRun
     e: EmptyRun
     f: ReachBackRun
+    w: WideRun
     az: AzureRun
 
 
@@ -665,6 +701,18 @@ def summary(r: Report) -> list[str]:
         "reported",
         "—",
     )
+    small, large = r.w.net(e)
+    row(
+        "w",
+        f"one xlsx combining {r.w.groups[1]:,} groups with 3 columns of their own "
+        f"({3 * r.w.groups[1] + 1:,} columns): `run --drain` wall, and its growth from "
+        f"{r.w.groups[0]:,} groups, net of start-up (2.0x: linear; 4.0x: groups × columns)",
+        f"{r.w.runs[1].wall:.2f} s",
+        f"{r.w.runs[0].wall:.2f} s ({r.w.groups[0]:,} groups)",
+        _ratio(large, small),
+        "reported",
+        "—",
+    )
     what, ours, limit, ratio = summary_cells(r.az, r.d.project_ms)
     row("az", what, ours, limit, ratio, "reported", "—")
     return lines
@@ -720,6 +768,13 @@ def detail(r: Report) -> list[str]:
         f"work loop inside it: {r.d.bare_loop_seconds * 1000 / r.d.turns:.2f} ms/turn",
     )
     row("d", f"bare per-turn process with no turn, its start-up ({group})", r.d.bare_empty)
+    for groups, run, kb in zip(r.w.groups, r.w.runs, r.w.file_kb, strict=True):
+        row(
+            "w",
+            f"`run --drain`, xlsx, {groups:,} groups × 3 rows, {3 * groups + 1:,} columns",
+            run,
+            f"file {kb:,.0f} KB",
+        )
     for n, (u, lib) in enumerate(zip(r.e.runs, r.e.libraries, strict=True), 1):
         row("e", f"`run --drain`, empty queue, run {n}", u)
         row("e", f"its libraries alone, run {n}", lib)
@@ -838,6 +893,7 @@ def measure(bench: Bench, sizes: Sizes) -> Report:
         ("d", lambda: turns_case(bench, sizes.turns, sizes.turn_repeats, sizes is QUICK)),
         ("f", lambda: reach_back_case(bench)),
         ("g", lambda: rows_case(bench, "g", "xlsx", sizes.rows_pages, sizes.rows_per_page)),
+        ("w", lambda: wide_case(bench, sizes.wide_groups)),
         ("az", lambda: azure_case(bench, sizes.turns)),
     ]
     done: dict[str, Any] = {}
@@ -855,6 +911,7 @@ def measure(bench: Bench, sizes: Sizes) -> Report:
         done["d"],
         done["e"],
         done["f"],
+        done["w"],
         done["az"],
     )
 

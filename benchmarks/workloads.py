@@ -7,6 +7,7 @@ object on stdout:
     python benchmarks/workloads.py seed-rows HOME --pages 10 --rows 100000 --format csv
     python benchmarks/workloads.py seed-headline HOME --turns 100
     python benchmarks/workloads.py seed-reach-back HOME
+    python benchmarks/workloads.py seed-wide HOME --groups 4000 --format xlsx
     python benchmarks/workloads.py seed-empty HOME
     python benchmarks/workloads.py outcome HOME
 
@@ -129,6 +130,52 @@ async def seed_rows(
         "largest_bytes": largest,
         "rows": pages * rows,
     }
+
+
+# --------------------------------------------------------------------------------------
+# Wide: one turn of GROUPS distinct actions, each with columns of its own (one file)
+# --------------------------------------------------------------------------------------
+WIDE_CONVERSATION = "conv_wide"
+
+
+async def seed_wide(backend: Backend, home: Path, groups: int, fmt: str) -> dict[str, Any]:
+    """The wide case: one parallel call per instance, each a different action whose 3 rows
+    have 3 columns of their own; the user asks for every instance's readings in FMT, so the
+    groups are combined into one file as wide as all of them (3 × GROUPS + 1 columns)."""
+    cid, tid = WIDE_CONVERSATION, "turn_wide_1"
+    await backend.store.put_conversation({"id": cid, "user_id": USER, "participants": []})
+    base = {"conversation_id": cid, "turn_id": tid, "deleted": False, "created_at": CREATED}
+    calls, results = [], []
+    for group in range(groups):
+        call_id, name = f"call_{group:05d}", f"read_instance_{group}"
+        rows = [
+            {f"i{group}_count": n, f"i{group}_value": n * 1.5, f"i{group}_state": f"s{n}"}
+            for n in range(3)
+        ]
+        result = {"items": rows}
+        path = f"artifacts/{cid}/{tid}/{call_id}.json"
+        artifact = {"call_id": call_id, "name": name, "arguments": {"id": group}, "result": result}
+        await backend.blobs.put(path, orjson.dumps(artifact))
+        calls.append({"id": call_id, "name": name, "arguments": {"id": group}})
+        results.append(
+            {
+                "call_id": call_id,
+                "name": name,
+                "success": True,
+                "citation": build_citation(result),
+                "artifact": path,
+            }
+        )
+    text = f"Fetch every instance's readings and {REQUESTS[fmt]}"
+    for message in (
+        {"id": "m1", "seq": 1, "role": "user", "content": text},
+        {"id": "m2", "seq": 2, "role": "assistant", "content": "", "tool_calls": calls},
+        {"id": "m3", "seq": 3, "role": "tool", "results": results},
+        {"id": "m4", "seq": 4, "role": "assistant", "content": "Here they are.", "tool_calls": []},
+    ):
+        await backend.store.put_message({**base, **message})
+    await _send(backend, _event(cid, tid, "evt_wide_1", "m1", "m4", history_limit=10))
+    return {"groups": groups, "rows": 3 * groups, "columns": 3 * groups + 1}
 
 
 # --------------------------------------------------------------------------------------
@@ -350,19 +397,29 @@ async def _with_backend(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "mode", choices=("seed-rows", "seed-headline", "seed-reach-back", "seed-empty", "outcome")
+        "mode",
+        choices=(
+            "seed-rows",
+            "seed-headline",
+            "seed-reach-back",
+            "seed-wide",
+            "seed-empty",
+            "outcome",
+        ),
     )
     parser.add_argument("home", type=Path)
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--format", default="csv", choices=sorted(REQUESTS))
     parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--groups", type=int, default=4000)
     parser.add_argument("--backend", choices=("local", "azure"), default="local")
     args = parser.parse_args(argv)
     works: dict[str, Callable[[Backend, Path], Awaitable[dict[str, Any]]]] = {
         "seed-rows": lambda b, h: seed_rows(b, h, args.pages, args.rows, args.format),
         "seed-headline": lambda b, h: seed_headline(b, h, args.turns),
         "seed-reach-back": seed_reach_back,
+        "seed-wide": lambda b, h: seed_wide(b, h, args.groups, args.format),
         "seed-empty": seed_empty,
         "outcome": outcome,
     }

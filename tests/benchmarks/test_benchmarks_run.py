@@ -40,7 +40,9 @@ def test_run_all_measures_every_case_at_quick_size_and_writes_its_report(tmp_pat
     assert header in text, text[-2000:]
     cases = {line.split(" | ")[0] for line in text.splitlines() if line.startswith("| ")}
     # Every case of the issue has a measured row (or the Service Bus one says why not).
-    assert {"| a", "| b", "| c", "| d", "| e", "| f", "| g", "| az"} <= cases, text[-2000:]
+    assert {"| a", "| b", "| c", "| d", "| e", "| f", "| g", "| w", "| az"} <= cases, text[-2000:]
+    # Case w: the wide xlsx at two sizes, the second twice the first.
+    assert "`run --drain`, xlsx, 200 groups × 3 rows, 601 columns" in text, text[-2000:]
     # Case d's figures come from adjacent groups (one at this size), each group's ratio listed.
     assert "headline turns (the median group of 1)" in text, text[-2000:]
     assert "ratio of each group in order: " in text, text[-2000:]
