@@ -175,3 +175,26 @@ def test_faults_spare_releases_and_fail_writes_after_they_took_effect_too() -> N
     assert plan.injected["probe.fire:after"] > 0 and plan.injected["probe.fire:before"] > 0
     assert plan.injected["probe.look:before"] > 0 and "probe.look:after" not in plan.injected
     assert not any(key.startswith("probe.close") for key in plan.injected)
+
+
+def test_a_seeded_plan_fails_the_same_calls_of_an_operation_however_calls_interleave() -> None:
+    # Sessions run concurrently, so the order of calls across operations is a matter of
+    # timing: an operation's n-th call must fail or not whatever came between.
+    def outcomes(order: list[str]) -> dict[str, list[str]]:
+        plan = FaultPlan(0.3, seed=11)
+        seen: dict[str, list[str]] = {"a.get": [], "b.put": []}
+        for operation in order:
+            effect = Effect.READ if operation == "a.get" else Effect.IDEMPOTENT
+            try:
+                after = plan.before(operation, effect)
+                if after:
+                    plan.after(operation)
+                seen[operation].append("ok")
+            except TransientError as exc:
+                seen[operation].append(str(exc))
+        return seen
+
+    apart = outcomes(["a.get"] * 60 + ["b.put"] * 60)
+    interleaved = outcomes(["a.get", "b.put"] * 60)
+    assert apart == interleaved
+    assert all("ok" in calls and len(set(calls)) > 1 for calls in apart.values())

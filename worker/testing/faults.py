@@ -55,22 +55,29 @@ _OPENED_NAMES: dict[type, str] = {Session: "session", BlobUpload: "upload"}
 
 
 class FaultPlan:
-    """Seeded draws: which call fails, how, and when; counts what it did."""
+    """Seeded draws: which call fails, how, and when; counts what it did.
+
+    Each operation (`ledger.put`, `blobs.read`, ...) draws from a stream of its own, seeded
+    from the plan's seed and its name: its n-th call fails or not whatever the other calls
+    around it, so a seeded run fails the same calls of each operation however its
+    concurrent sessions interleave (one stream for all made that a matter of timing)."""
 
     def __init__(self, rate: float, seed: int | None = None) -> None:
         if not 0 <= rate < 1:
             raise ValueError("fault rate must be in [0, 1)")
         self.rate = rate
-        self._draws = random.Random(seed)
+        self._seed = seed
+        self._streams: dict[str, random.Random] = {}
         self.calls: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
 
     def before(self, operation: str, effect: Effect) -> bool:
         """Count a call; raise now if it fails before reaching the service. True: fail after."""
         self.calls[operation] += 1
-        if self._draws.random() >= self.rate:
+        draws = self._draws(operation)
+        if draws.random() >= self.rate:
             return False
-        if effect.writes and self._draws.random() < 0.5:
+        if effect.writes and draws.random() < 0.5:
             return True
         self._fail(operation, "before")
         return False
@@ -79,9 +86,16 @@ class FaultPlan:
         """Raise for a write that took effect but whose reply was lost."""
         self._fail(operation, "after")
 
+    def _draws(self, operation: str) -> random.Random:
+        stream = self._streams.get(operation)
+        if stream is None:
+            seed = None if self._seed is None else f"{self._seed}:{operation}"
+            stream = self._streams[operation] = random.Random(seed)
+        return stream
+
     def _fail(self, operation: str, when: str) -> None:
         self.injected[f"{operation}:{when}"] += 1
-        raise TransientError(self._draws.choice(ERRORS))
+        raise TransientError(self._draws(operation).choice(ERRORS))
 
 
 def with_faults(backend: Backend, plan: FaultPlan) -> Backend:
