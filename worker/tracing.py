@@ -194,6 +194,8 @@ def configure_tracing(environ: Mapping[str, str] | None = None) -> Tracing:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
+        # Spans were asked for: say why none will come rather than drop them unseen.
+        get_logger().warning("tracing_not_installed", extra="otel")
         return Tracing()
     if env.get("APPLICATIONINSIGHTS_CONNECTION_STRING"):
         try:
