@@ -213,3 +213,26 @@ def test_dead_letter_bookkeeping_is_not_a_message_property() -> None:
         }
     )
     assert decoded_properties(raw) == {"k": "v", "replay_count": 2}  # type: ignore[arg-type]
+
+
+def test_a_guarded_calls_errors_are_led_by_the_service_it_called() -> None:
+    # A one-line CLI failure ("export-worker: TransientError: ServiceRequestError") said
+    # nothing of which service could not be reached.
+    async def unreachable() -> None:
+        raise core.ServiceRequestError("Cannot connect to host cosmos:443")
+
+    async def missing() -> None:
+        raise cosmos.CosmosResourceNotFoundError(status_code=404, message="container")
+
+    async def silent() -> None:
+        await asyncio.sleep(5)
+
+    with pytest.raises(TransientError) as transient:
+        run(guarded(unreachable(), 1.0, "Cosmos DB"))
+    assert str(transient.value) == "Cosmos DB: ServiceRequestError"
+    with pytest.raises(NotFound, match=r"^Blob Storage: CosmosResourceNotFoundError 404$"):
+        run(guarded(missing(), 1.0, "Blob Storage"))
+    with pytest.raises(DeadlineExceeded, match=r"^Service Bus: no answer within 0.05 s$"):
+        run(guarded(silent(), 0.05, "Service Bus"))
+    with pytest.raises(TransientError, match=r"^ServiceRequestError$"):
+        run(guarded(unreachable(), 1.0))  # no service named: the error as before

@@ -23,6 +23,9 @@ from worker.azure.timeouts import guarded, guarded_iter
 from worker.ports import BlobInfo, Conflict
 from worker.settings import Settings
 
+# What this adapter's errors are led by: a one-line failure names the service.
+SERVICE = "Blob Storage"
+
 BLOCK_SIZE = 4 * 1024 * 1024
 # Download granularity: bounds what one read holds in memory, whatever the blob's size.
 DOWNLOAD_CHUNK = 4 * 1024 * 1024
@@ -72,19 +75,19 @@ class AzureBlobs:
             return
         with contextlib.suppress(Conflict):  # created meanwhile: fine
             container_client = self._service.get_container_client(container)
-            await guarded(container_client.create_container(), self._timeout)
+            await guarded(container_client.create_container(), self._timeout, SERVICE)
         self._ready.add(container)
 
     async def read(self, path: str, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
         """Stream a blob's bytes in pieces of at most `chunk_size`; NotFound when missing."""
-        downloader = await guarded(self._blob(path).download_blob(), self._timeout)
-        async for chunk in guarded_iter(downloader.chunks(), self._timeout):
+        downloader = await guarded(self._blob(path).download_blob(), self._timeout, SERVICE)
+        async for chunk in guarded_iter(downloader.chunks(), self._timeout, SERVICE):
             for start in range(0, len(chunk), chunk_size):
                 yield chunk[start : start + chunk_size]
 
     async def exists(self, path: str) -> bool:
         """Whether a blob is at `path` (a missing container means no)."""
-        return bool(await guarded(self._blob(path).exists(), self._timeout))
+        return bool(await guarded(self._blob(path).exists(), self._timeout, SERVICE))
 
     async def upload(self, path: str, info: BlobInfo) -> AzureBlobUpload:
         """Start a staged upload; nothing is visible at `path` until `commit`."""
@@ -99,11 +102,12 @@ class AzureBlobs:
                 data, overwrite=True, content_settings=ContentSettings(content_type=content_type)
             ),
             self._timeout,
+            SERVICE,
         )
 
     async def info(self, path: str) -> BlobInfo:
         """Content type, download file name and metadata; NotFound when missing."""
-        props = await guarded(self._blob(path).get_blob_properties(), self._timeout)
+        props = await guarded(self._blob(path).get_blob_properties(), self._timeout, SERVICE)
         settings = props.content_settings
         _, name = split_path(path)
         return BlobInfo(
@@ -164,6 +168,7 @@ class AzureBlobUpload:
                     metadata=metadata,
                 ),
                 self._timeout,
+                SERVICE,
             )
             self._buffer.clear()
             self._finished = True
@@ -182,6 +187,7 @@ class AzureBlobUpload:
                 metadata=metadata,
             ),
             self._timeout,
+            SERVICE,
         )
         self._finished = True
 
@@ -194,7 +200,9 @@ class AzureBlobUpload:
     async def _stage(self, data: bytes) -> None:
         raw = f"{self._prefix}-{len(self._block_ids):06d}".encode()
         block_id = base64.b64encode(raw).decode("ascii")  # same length for every block
-        await guarded(self._blob.stage_block(block_id, data, length=len(data)), self._timeout)
+        await guarded(
+            self._blob.stage_block(block_id, data, length=len(data)), self._timeout, SERVICE
+        )
         self._block_ids.append(block_id)
 
     def _check_open(self) -> None:

@@ -34,6 +34,9 @@ from worker.azure.sessions import close_quietly, settle_deadline
 from worker.azure.timeouts import BACKSTOP_SECONDS, guarded
 from worker.ports import DeadLetteredMessage, NotFound, TransientError
 
+# What this adapter's errors are led by: a one-line failure names the service.
+SERVICE = "Service Bus"
+
 PEEK_PAGE = 100
 # Service Bus answers an empty receive only after its wait: kept short for an operator.
 SCAN_WAIT_SECONDS = 2.0
@@ -132,7 +135,9 @@ class DeadLetterQueue:
             finally:
                 for raw in passed:
                     with contextlib.suppress(Exception):  # its lock lapses instead
-                        await guarded(receiver.abandon_message(raw), settle_deadline(self._timeout))
+                        await guarded(
+                            receiver.abandon_message(raw), settle_deadline(self._timeout), SERVICE
+                        )
 
     async def _still_there(self, receiver: ServiceBusReceiver, sequence_number: int) -> None:
         """NotFound unless a peek finds the dead letter `sequence_number`."""
@@ -143,11 +148,12 @@ class DeadLetterQueue:
         batch: list[ServiceBusReceivedMessage] = await guarded(
             receiver.receive_messages(max_message_count=1, max_wait_time=SCAN_WAIT_SECONDS),
             SCAN_WAIT_SECONDS + self._timeout + BACKSTOP_SECONDS,
+            SERVICE,
         )
         return batch[0] if batch else None
 
     async def _complete(self, receiver: ServiceBusReceiver, raw: ServiceBusReceivedMessage) -> None:
-        await guarded(receiver.complete_message(raw), settle_deadline(self._timeout))
+        await guarded(receiver.complete_message(raw), settle_deadline(self._timeout), SERVICE)
 
     async def _peeked(
         self, receiver: ServiceBusReceiver, sequence_number: int
@@ -165,6 +171,7 @@ class DeadLetterQueue:
                 max_message_count=count, sequence_number=start, timeout=self._timeout
             ),
             self._timeout + BACKSTOP_SECONDS,
+            SERVICE,
         )
         return page
 
@@ -174,7 +181,7 @@ class DeadLetterQueue:
             self._queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER
         )
         try:
-            await guarded(receiver.__aenter__(), self._timeout + BACKSTOP_SECONDS)
+            await guarded(receiver.__aenter__(), self._timeout + BACKSTOP_SECONDS, SERVICE)
             yield receiver
         finally:
             await close_quietly(receiver, self._timeout)

@@ -42,6 +42,9 @@ from worker.logs import get_logger
 from worker.ports import TransientError
 from worker.settings import Settings
 
+# What this adapter's errors are led by: a one-line failure names the service.
+SERVICE = "Service Bus"
+
 PEEK_PAGE = 100
 
 log = get_logger()
@@ -120,6 +123,7 @@ class QueueCounts:
                 props = await guarded(
                     admin.get_queue_runtime_properties(self._queue),
                     self._timeout + BACKSTOP_SECONDS,
+                    SERVICE,
                 )
         except TransientError as exc:
             if not isinstance(exc.__cause__, ServiceRequestError):
@@ -155,7 +159,7 @@ class QueueCounts:
             return found
 
         try:
-            return await guarded(listing(), timeout + BACKSTOP_SECONDS)
+            return await guarded(listing(), timeout + BACKSTOP_SECONDS, SERVICE)
         finally:
             await close_quietly(client, timeout)
 
@@ -166,7 +170,7 @@ class QueueCounts:
         )
         try:
             try:
-                await guarded(receiver.__aenter__(), self._timeout + BACKSTOP_SECONDS)
+                await guarded(receiver.__aenter__(), self._timeout + BACKSTOP_SECONDS, SERVICE)
             except TransientError as exc:
                 if isinstance(exc.__cause__, SessionCannotBeLockedError):
                     return None
@@ -184,6 +188,7 @@ class QueueCounts:
             page = await guarded(
                 peek(max_message_count=PEEK_PAGE, sequence_number=start, timeout=self._timeout),
                 self._timeout + BACKSTOP_SECONDS,
+                SERVICE,
             )
             if not page:
                 return found

@@ -55,6 +55,9 @@ from worker.azure.timeouts import BACKSTOP_SECONDS, DeadlineExceeded, guarded
 from worker.ports import DeadLetteredMessage, QueueStats, checked_message_id
 from worker.settings import Settings
 
+# What this adapter's errors are led by: a one-line failure names the service.
+SERVICE = "Service Bus"
+
 __all__ = ["AzurePublisher", "AzureQueue", "AzureSession", "decoded_properties"]
 
 Clock = Callable[[], float]
@@ -151,7 +154,7 @@ class AzureQueue:
         opened = False
         try:
             opened = await guarded(
-                _open_or_time_out(receiver), wait + self._timeout + BACKSTOP_SECONDS
+                _open_or_time_out(receiver), wait + self._timeout + BACKSTOP_SECONDS, SERVICE
             )
         finally:
             if not opened:
@@ -280,6 +283,7 @@ class Sending:
                 await guarded(
                     sender.send_messages(message, timeout=self._timeout),
                     self._timeout + self._backstop,
+                    SERVICE,
                 )
             except DeadlineExceeded:
                 self._sender = None

@@ -122,29 +122,36 @@ def _describe(exc: BaseException) -> str:
     return " ".join(parts)
 
 
-async def guarded(operation: Awaitable[T], timeout: float) -> T:
+async def guarded(operation: Awaitable[T], timeout: float, service: str = "") -> T:
     """Await one SDK call within `timeout` seconds; its errors come out as port errors
-    (`DeadlineExceeded` when our deadline ended it)."""
+    (`DeadlineExceeded` when our deadline ended it), their text led by `service` ("Cosmos
+    DB", "Blob Storage", "Service Bus") so a one-line failure says which one it was."""
     deadline = asyncio.timeout(timeout)
     try:
         async with deadline:
             return await operation
     except TimeoutError as exc:
         if deadline.expired():
-            raise DeadlineExceeded(f"no answer within {timeout:g} s") from exc
-        raise TransientError(_describe(exc)) from exc
+            raise DeadlineExceeded(_of(service, f"no answer within {timeout:g} s")) from exc
+        raise TransientError(_of(service, _describe(exc))) from exc
     except Exception as exc:
         mapped = port_error(exc)
         if mapped is exc:
             raise
-        raise mapped from exc
+        raise type(mapped)(_of(service, str(mapped))) from exc
 
 
-async def guarded_iter(items: AsyncIterator[T], timeout: float) -> AsyncIterator[T]:
+async def guarded_iter(
+    items: AsyncIterator[T], timeout: float, service: str = ""
+) -> AsyncIterator[T]:
     """Iterate an SDK async iterator (pages, chunks), each step within `timeout` seconds."""
     while True:
         try:
-            item = await guarded(items.__anext__(), timeout)
+            item = await guarded(items.__anext__(), timeout, service)
         except StopAsyncIteration:
             return
         yield item
+
+
+def _of(service: str, text: str) -> str:
+    return f"{service}: {text}" if service else text
