@@ -126,6 +126,12 @@ def dev_seed(fixture: Path) -> None:
         raise Failure(f"cannot read fixture {fixture}: {exc}") from None
     if not isinstance(data, dict):
         raise Failure(f"fixture {fixture} is not a JSON object")
+    for key, kind in (("conversations", list), ("messages", list), ("artifacts", dict)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            shape = "an array" if kind is list else "an object"
+            raise Failure(f"fixture {fixture}: {key!r} must be {shape}")
+    if data.get("events") is not None and not isinstance(data["events"], list):
+        raise Failure(f"fixture {fixture}: 'events' must be an array")
 
     async def work(target: Seeding) -> Seeded:
         return await seed(target, data)
@@ -255,6 +261,8 @@ def exports_list(conversation: str | None, as_json: bool) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def exports_get(export_id: str, output: Path | None) -> None:
     """The export's bytes: to PATH with -o, else to stdout."""
+    if output is not None and not output.parent.is_dir():
+        raise Failure(f"cannot write {output}: no folder {output.parent}")
 
     async def work(backend: Backend, _: Settings) -> None:
         record = await backend.ledger.find_export(export_id)
@@ -290,6 +298,16 @@ def _fail(code: int, message: str) -> NoReturn:
     sys.exit(code)
 
 
+def _commands_needed(ctx: click.Context | None) -> str:
+    """What a group named without a command says: its commands."""
+    if ctx is None or not isinstance(ctx.command, click.Group):
+        return "a command is needed (--help lists them)"
+    names = ", ".join(ctx.command.list_commands(ctx))
+    group = ctx.command_path.partition(" ")[2]  # after the program's name: "dlq", or none
+    needed = f"{group} needs a command" if group else "a command is needed"
+    return f"{needed}: {names} (--help says what each does)"
+
+
 YOUNG_COLLECTION_THRESHOLD = 10_000
 
 
@@ -307,6 +325,9 @@ def main(argv: list[str] | None = None) -> None:
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
     try:
         code = cli.main(args=argv, prog_name="export-worker", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # A group named alone (`export-worker`, `export-worker dlq`): its commands, in a line.
+        _fail(2, _commands_needed(exc.ctx))
     except click.UsageError as exc:
         _fail(2, exc.format_message().splitlines()[0])
     except click.exceptions.Abort:

@@ -141,7 +141,7 @@ def boolean(value: object) -> bool:
         return False
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
-    _refuse("true or false")
+    _refuse("true or false (yes/no, on/off, 1/0)")
 
 
 def text(value: object) -> str:

@@ -66,6 +66,9 @@ async def start_operations_server(
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
+    except OSError as exc:  # a name that does not resolve, a port in use: say which
+        await runner.cleanup()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     except BaseException:
         await runner.cleanup()
         raise

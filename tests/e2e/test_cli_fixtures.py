@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +249,15 @@ def test_usage_error_exits_2_with_one_line(cli: Cli) -> None:
     assert len(proc.stderr.decode().strip().splitlines()) == 1
 
 
+def test_a_group_named_without_a_command_lists_its_commands_in_one_line(cli: Cli) -> None:
+    for args, names in (((), ("run", "dlq", "exports", "status")), (("dlq",), ("replay",))):
+        proc = cli.run(*args, check=False)
+        assert proc.returncode == 2 and proc.stdout == b""
+        (line,) = proc.stderr.decode().strip().splitlines()
+        assert ("a command is needed" if not args else "dlq needs a command") in line, line
+        assert all(name in line for name in names), line
+
+
 def test_missing_export_id_exits_1_with_a_clear_message(cli: Cli) -> None:
     proc = cli.run("exports", "get", "exp_nothing", check=False)
     assert proc.returncode == 1
@@ -309,3 +319,37 @@ def test_turns_show_of_an_unrecorded_turn_exits_1_with_one_line(cli: Cli) -> Non
     assert "turn_nowhere" in proc.stderr.decode()
     usage = cli.run("turns", "show", "turn_nowhere", check=False)
     assert usage.returncode == 2
+
+
+def one_line_failure(proc: subprocess.CompletedProcess[bytes]) -> str:
+    """The failure's one line on stderr (exit code 1, nothing on stdout)."""
+    assert proc.returncode == 1 and proc.stdout == b"", proc
+    (line,) = proc.stderr.decode().strip().splitlines()
+    assert "Traceback" not in line
+    return line
+
+
+def test_setup_mistakes_fail_in_one_line_that_names_what_to_fix(cli: Cli, tmp_path: Path) -> None:
+    # A fresh operator's slips: each named in the line, not as an internal file or a bare
+    # library error.
+    missing = tmp_path / "no-such-folder" / "x.csv"
+    line = one_line_failure(cli.run("exports", "get", "exp_x", "-o", str(missing), check=False))
+    assert f"no folder {missing.parent}" in line
+    malformed = tmp_path / "fixture.json"
+    malformed.write_text(json.dumps({"conversations": 5}))
+    line = one_line_failure(cli.run("dev", "seed", str(malformed), check=False))
+    assert "'conversations' must be an array" in line
+    a_file = tmp_path / "home-file"
+    a_file.write_text("")
+    cli.extra_env = {"EXPORT_WORKER_HOME": str(a_file)}
+    line = one_line_failure(cli.run("status", check=False))
+    assert f"the home {a_file} is not a folder" in line
+    # `run` logs as it goes (JSON lines on stderr): its failure is the last line.
+    cli.extra_env = {
+        "EXPORT_WORKER_HTTP_HOST": "no.such.host.invalid",
+        "EXPORT_WORKER_HTTP_PORT": "18093",  # never bound: the name does not resolve
+    }
+    proc = cli.run("run", "--drain", check=False)
+    assert proc.returncode == 1
+    last = proc.stderr.decode().strip().splitlines()[-1]
+    assert last.startswith("export-worker: OSError: cannot listen on no.such.host.invalid:18093")

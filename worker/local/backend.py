@@ -21,6 +21,8 @@ def open_local_backend(
 ) -> Backend:
     """Open (creating when missing) `home/worker.db` and `home/blobs` as a Backend."""
     home = Path(home)
+    if home.exists() and not home.is_dir():
+        raise NotADirectoryError(f"the home {home} is not a folder (EXPORT_WORKER_HOME)")
     home.mkdir(parents=True, exist_ok=True)
     database = home / DATABASE_FILE
     return Backend(
