@@ -32,7 +32,7 @@ BENCH = Path(__file__).resolve().parent
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=300)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="loop-probe-") as folder:

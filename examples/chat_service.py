@@ -148,7 +148,7 @@ async def persist_and_announce(settings: Settings, turn: dict[str, Any]) -> None
 
 def main() -> None:
     """Persist one turn and announce it; print its ids as one JSON object."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversation", default=f"conv_{uuid.uuid4().hex[:12]}")
     parser.add_argument("--user", default="user_alice")
     parser.add_argument("--turn", default="turn_1")

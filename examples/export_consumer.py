@@ -79,7 +79,7 @@ async def consume(
 
 def main() -> None:
     """Download announced exports; one JSON line per file on stdout."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversation", default=None, help="only this conversation's exports")
     parser.add_argument("--count", type=int, default=1, help="stop after this many files")
     parser.add_argument("--out", type=Path, default=Path("downloads"))
