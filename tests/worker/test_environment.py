@@ -54,7 +54,9 @@ def test_every_refused_value_is_named_in_one_error() -> None:
     message = str(refused.value)
     assert "EXPORT_WORKER_MAX_ATTEMPTS must be an integer >= 1, got '0'" in message
     assert "EXPORT_WORKER_BACKEND must be one of local, azure, got 'cloud'" in message
-    assert "EXPORT_WORKER_CSV_BOM must be true or false (yes/no, on/off, 1/0), got 'maybe'" in message
+    assert (
+        "EXPORT_WORKER_CSV_BOM must be true or false (yes/no, on/off, 1/0), got 'maybe'" in message
+    )
 
 
 def test_an_unknown_keyword_argument_is_a_programming_error() -> None:
