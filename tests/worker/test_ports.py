@@ -178,23 +178,38 @@ def test_faults_spare_releases_and_fail_writes_after_they_took_effect_too() -> N
 
 
 def test_a_seeded_plan_fails_the_same_calls_of_an_operation_however_calls_interleave() -> None:
-    # Sessions run concurrently, so the order of calls across operations is a matter of
-    # timing: an operation's n-th call must fail or not whatever came between.
-    def outcomes(order: list[str]) -> dict[str, list[str]]:
-        plan = FaultPlan(0.3, seed=11)
-        seen: dict[str, list[str]] = {"a.get": [], "b.put": []}
-        for operation in order:
-            effect = Effect.READ if operation == "a.get" else Effect.IDEMPOTENT
+    # Sessions run concurrently, so the order of calls is a matter of timing: across
+    # operations, and within one (another session's write may start while this one's is
+    # in flight). An operation's n-th call must fail, and how, whatever came between.
+    def outcomes(order: list[tuple[str, str, str]]) -> dict[str, str]:
+        plan = FaultPlan(0.5, seed=11)
+        effects = {"a.get": Effect.READ, "b.put": Effect.IDEMPOTENT}
+        seen: dict[str, str] = {}
+        pending: dict[str, str] = {}
+        for step, operation, call in order:
             try:
-                after = plan.before(operation, effect)
-                if after:
-                    plan.after(operation)
-                seen[operation].append("ok")
+                if step == "start":
+                    error = plan.before(operation, effects[operation])
+                    if error is None:
+                        seen[call] = "ok"
+                    else:
+                        pending[call] = error
+                elif call in pending:  # the write took effect; its reply is lost
+                    plan.after(operation, pending.pop(call))
             except TransientError as exc:
-                seen[operation].append(str(exc))
+                seen[call] = f"{step}: {exc}"
         return seen
 
-    apart = outcomes(["a.get"] * 60 + ["b.put"] * 60)
-    interleaved = outcomes(["a.get", "b.put"] * 60)
-    assert apart == interleaved
-    assert all("ok" in calls and len(set(calls)) > 1 for calls in apart.values())
+    reads = [("start", "a.get", f"get {n}") for n in range(40)]
+    writes = [(step, "b.put", f"put {n}") for n in range(40) for step in ("start", "end")]
+    apart = outcomes(reads + writes)
+    # Reads between writes, and every write's reply back after the next write started.
+    interleaved: list[tuple[str, str, str]] = []
+    for n in range(40):
+        interleaved += [reads[n], ("start", "b.put", f"put {n}")]
+        if n:
+            interleaved.append(("end", "b.put", f"put {n - 1}"))
+    interleaved.append(("end", "b.put", "put 39"))
+    assert outcomes(interleaved) == apart
+    kinds = {text.split(":")[0] for text in apart.values()}
+    assert kinds == {"ok", "start", "end"}  # failed before, after, and not at all

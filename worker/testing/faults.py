@@ -58,9 +58,11 @@ class FaultPlan:
     """Seeded draws: which call fails, how, and when; counts what it did.
 
     Each operation (`ledger.put`, `blobs.read`, ...) draws from a stream of its own, seeded
-    from the plan's seed and its name: its n-th call fails or not whatever the other calls
-    around it, so a seeded run fails the same calls of each operation however its
-    concurrent sessions interleave (one stream for all made that a matter of timing)."""
+    from the plan's seed and its name, and every draw of a call is made when the call
+    starts (a write failing after it took effect gets its error then, raised when the
+    write returns): its n-th call fails, and how, whatever the other calls around it, so a
+    seeded run fails the same calls of each operation however its concurrent sessions
+    interleave (one stream for all made that a matter of timing)."""
 
     def __init__(self, rate: float, seed: int | None = None) -> None:
         if not 0 <= rate < 1:
@@ -71,20 +73,25 @@ class FaultPlan:
         self.calls: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
 
-    def before(self, operation: str, effect: Effect) -> bool:
-        """Count a call; raise now if it fails before reaching the service. True: fail after."""
+    def before(self, operation: str, effect: Effect) -> str | None:
+        """Count a call; raise now if it fails before reaching the service. A text: the
+        error to raise (`after`) once the write has taken effect, its reply lost."""
         self.calls[operation] += 1
         draws = self._draws(operation)
         if draws.random() >= self.rate:
-            return False
-        if effect.writes and draws.random() < 0.5:
-            return True
-        self._fail(operation, "before")
-        return False
+            return None
+        lose_the_reply = effect.writes and draws.random() < 0.5
+        error = draws.choice(ERRORS)
+        if lose_the_reply:
+            return error
+        self.injected[f"{operation}:before"] += 1
+        raise TransientError(error)
 
-    def after(self, operation: str) -> None:
-        """Raise for a write that took effect but whose reply was lost."""
-        self._fail(operation, "after")
+    def after(self, operation: str, error: str) -> None:
+        """Raise `error` (drawn by `before`) for a write that took effect but whose reply
+        was lost."""
+        self.injected[f"{operation}:after"] += 1
+        raise TransientError(error)
 
     def _draws(self, operation: str) -> random.Random:
         stream = self._streams.get(operation)
@@ -92,10 +99,6 @@ class FaultPlan:
             seed = None if self._seed is None else f"{self._seed}:{operation}"
             stream = self._streams[operation] = random.Random(seed)
         return stream
-
-    def _fail(self, operation: str, when: str) -> None:
-        self.injected[f"{operation}:{when}"] += 1
-        raise TransientError(self._draws(operation).choice(ERRORS))
 
 
 def with_faults(backend: Backend, plan: FaultPlan) -> Backend:
@@ -159,8 +162,8 @@ async def _faulty_call(pending: Any, plan: FaultPlan, operation: str, declared: 
             close()  # never awaited: nothing reached the service
         raise
     result = await pending
-    if fail_after:
-        plan.after(operation)
+    if fail_after is not None:
+        plan.after(operation, fail_after)
     if declared.opens is not None and result is not None:
         # What the call opened fails alike, under its own name (a session, an upload).
         return faulty_port(result, plan, _OPENED_NAMES[declared.opens], declared.opens)
