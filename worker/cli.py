@@ -298,6 +298,19 @@ def _fail(code: int, message: str) -> NoReturn:
     sys.exit(code)
 
 
+def _no_command(exc: click.UsageError) -> bool:
+    """Whether the usage error is a command group given no command."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return True
+    ctx = exc.ctx
+    return (
+        ctx is not None
+        and isinstance(ctx.command, click.Group)
+        and ctx.invoked_subcommand is None
+        and exc.message == "Missing command."
+    )
+
+
 def _commands_needed(ctx: click.Context | None) -> str:
     """What a group named without a command says: its commands."""
     if ctx is None or not isinstance(ctx.command, click.Group):
@@ -325,10 +338,11 @@ def main(argv: list[str] | None = None) -> None:
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
     try:
         code = cli.main(args=argv, prog_name="export-worker", standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as exc:
-        # A group named alone (`export-worker`, `export-worker dlq`): its commands, in a line.
-        _fail(2, _commands_needed(exc.ctx))
     except click.UsageError as exc:
+        if _no_command(exc):
+            # A group named alone (`export-worker`, `export-worker --log-level debug`,
+            # `export-worker dlq`): its commands, in a line.
+            _fail(2, _commands_needed(exc.ctx))
         _fail(2, exc.format_message().splitlines()[0])
     except click.exceptions.Abort:
         _fail(1, "aborted")
