@@ -210,7 +210,7 @@ def _lettered(
     width = len(letters)
     for item in rows:
         if type(item) is ColumnBlock and item.held is not None:
-            if item.width > width:  # as `aligned` refuses a longer row
+            if item.width > width and item.row_count():  # as `aligned` refuses a longer row
                 raise ValueError(f"row has {item.width} cells but there are {width} columns")
             held = item.held
             if not held:  # rows of no cells: counted, not written
