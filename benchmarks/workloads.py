@@ -30,11 +30,10 @@ from typing import Any, TypeVar
 
 import orjson
 
-from handlers.compaction import build_citation
 from worker.local.backend import BLOBS_DIR, open_local_backend
 from worker.ports import Backend, NotFound
 from worker.sending import enqueue
-from worker.testing.seeding import seed, seeding
+from worker.testing.seeding import seed, seeding, tool_result
 
 T = TypeVar("T")
 
@@ -105,15 +104,7 @@ async def seed_rows(
         largest = max(largest, len(data))
         await backend.blobs.put(path, data)
         calls.append({"id": call_id, "name": "list_parameter_history", "arguments": arguments})
-        results.append(
-            {
-                "call_id": call_id,
-                "name": "list_parameter_history",
-                "success": True,
-                "citation": build_citation(result),
-                "artifact": path,
-            }
-        )
+        results.append(tool_result(call_id, "list_parameter_history", result, path))
         paths.append(path)
     text = f"Retrieve the BatteryVoltage1 history for sat-07 and {REQUESTS[fmt]}"
     reply = f"I retrieved {pages * rows} BatteryVoltage1 samples in {pages} pages."
@@ -157,15 +148,7 @@ async def seed_wide(backend: Backend, home: Path, groups: int, fmt: str) -> dict
         artifact = {"call_id": call_id, "name": name, "arguments": {"id": group}, "result": result}
         await backend.blobs.put(path, orjson.dumps(artifact))
         calls.append({"id": call_id, "name": name, "arguments": {"id": group}})
-        results.append(
-            {
-                "call_id": call_id,
-                "name": name,
-                "success": True,
-                "citation": build_citation(result),
-                "artifact": path,
-            }
-        )
+        results.append(tool_result(call_id, name, result, path))
     text = f"Fetch every instance's readings and {REQUESTS[fmt]}"
     for message in (
         {"id": "m1", "seq": 1, "role": "user", "content": text},
@@ -272,15 +255,7 @@ async def seed_reach_back(backend: Backend, home: Path) -> dict[str, Any]:
                 orjson.dumps({"call_id": call_id, "name": name, "arguments": {}, "result": result}),
             )
             calls.append({"id": call_id, "name": name, "arguments": {}})
-            results.append(
-                {
-                    "call_id": call_id,
-                    "name": name,
-                    "success": True,
-                    "citation": build_citation(result),
-                    "artifact": path,
-                }
-            )
+            results.append(tool_result(call_id, name, result, path))
             artifacts.append(path)
             if turn == 10 and name == "list_parameter_history":
                 winners.append(path)

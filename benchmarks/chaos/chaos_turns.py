@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from handlers.compaction import build_citation
+from worker.testing.seeding import tool_result
 
 FORMAT_WORDS = {
     "csv": "create a csv",
@@ -201,13 +201,7 @@ class _Builder:
     def _result(self, folder: str, call_id: str, name: str, result: Any) -> dict[str, Any]:
         path = f"{folder}/{call_id}.json"
         self.artifacts[path] = {"call_id": call_id, "name": name, "arguments": {}, "result": result}
-        return {
-            "call_id": call_id,
-            "name": name,
-            "success": True,
-            "citation": build_citation(result),
-            "artifact": path,
-        }
+        return tool_result(call_id, name, result, path)
 
     def _expect(
         self,

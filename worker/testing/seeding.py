@@ -103,6 +103,22 @@ def seeding(adapters: Backend, policy: RetryPolicy | None = None) -> Seeding:
     )
 
 
+def tool_result(call_id: str, name: str, result: Any, artifact: str) -> dict[str, Any]:
+    """A successful call's entry in a `tool` message, as the chat service stores it
+    (docs/contract/stored-data.md): its citation (a compact excerpt of `result`) and the
+    path of the artifact holding the whole result."""
+    # Imported here: the CLI imports this module at start-up, which needs no citations.
+    from handlers.compaction import build_citation
+
+    return {
+        "call_id": call_id,
+        "name": name,
+        "success": True,
+        "citation": build_citation(result),
+        "artifact": artifact,
+    }
+
+
 def event_body(event: Any) -> bytes:
     """The queue body for a fixture event: a string is the raw body, anything else JSON."""
     return event.encode("utf-8") if isinstance(event, str) else json.dumps(event).encode("utf-8")
