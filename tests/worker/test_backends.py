@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from worker.azure.servicebus import AzureQueue
 from worker.settings import Settings
 
@@ -30,3 +32,24 @@ def test_the_maximum_lock_renewal_setting_caps_each_message_on_service_bus() -> 
             await queue.close()
 
     assert asyncio.run(main()) == 900
+
+
+def test_the_azure_backend_names_every_missing_setting_before_it_connects() -> None:
+    # One run names them all (it named one a run, and with Cosmos set tried its credential
+    # before mentioning Blob Storage or Service Bus).
+    from worker.azure.backend import open_azure_backend
+    from worker.azure.credentials import AzureNotConfigured
+
+    def refusal(**given: str) -> str:
+        settings = Settings(env_file=None, backend="azure", **given)
+        with pytest.raises(AzureNotConfigured) as refused:
+            asyncio.run(open_azure_backend(settings))
+        return str(refused.value)
+
+    blob = "EXPORT_WORKER_BLOB_ACCOUNT_URL or EXPORT_WORKER_BLOB_CONNECTION_STRING"
+    servicebus = "EXPORT_WORKER_SERVICEBUS_NAMESPACE or EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"
+    assert refusal() == f"set EXPORT_WORKER_COSMOS_ENDPOINT; {blob}; {servicebus}"
+    assert refusal(cosmos_endpoint="https://127.0.0.1:9/") == f"set {blob}; {servicebus}"
+    assert refusal(servicebus_connection_string=EMULATOR) == (
+        f"set EXPORT_WORKER_COSMOS_ENDPOINT; {blob}"
+    )

@@ -7,6 +7,7 @@ from typing import Any
 
 from worker.azure.blobs import AzureBlobs
 from worker.azure.cosmos import AzureConversationStore, AzureLedger, CosmosAccount
+from worker.azure.credentials import AzureNotConfigured, missing_settings
 from worker.azure.servicebus import AzurePublisher, AzureQueue
 from worker.ports import Backend, Publisher, Queue
 from worker.settings import Settings
@@ -23,6 +24,9 @@ async def open_azure_backend(
     The store and the ledger share one Cosmos client, opened here so that resources are
     created (when `cosmos_create_resources`) and bad settings fail before any message.
     """
+    missing = missing_settings(settings, servicebus=queue is None or publisher is None)
+    if missing:  # all of them, before a credential or a connection is tried
+        raise AzureNotConfigured("set " + "; ".join(missing))
     account = CosmosAccount(settings)
     store = AzureConversationStore(settings, account=account)
     ledger = AzureLedger(settings, account=account)

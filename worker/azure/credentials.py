@@ -26,6 +26,25 @@ class AzureNotConfigured(ValueError):
     """A service is used but neither its endpoint nor its connection string / key is set."""
 
 
+def missing_settings(settings: Settings, *, servicebus: bool = True) -> list[str]:
+    """Every setting the Azure backend lacks (a service's endpoint, or its connection
+    string or key), so one run names them all; `servicebus`: whether Service Bus is used."""
+    missing = []
+    if not settings.cosmos_endpoint:
+        missing.append("EXPORT_WORKER_COSMOS_ENDPOINT")
+    if settings.blob_connection_string is None and not settings.blob_account_url:
+        missing.append("EXPORT_WORKER_BLOB_ACCOUNT_URL or EXPORT_WORKER_BLOB_CONNECTION_STRING")
+    if (
+        servicebus
+        and settings.servicebus_connection_string is None
+        and not settings.servicebus_namespace
+    ):
+        missing.append(
+            "EXPORT_WORKER_SERVICEBUS_NAMESPACE or EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"
+        )
+    return missing
+
+
 def default_credential() -> AsyncTokenCredential:
     """The credential used when no key is configured (close it with the client)."""
     return DefaultAzureCredential()
