@@ -26,22 +26,28 @@ class AzureNotConfigured(ValueError):
     """A service is used but neither its endpoint nor its connection string / key is set."""
 
 
+# What each service needs set, as the refusal names it.
+_COSMOS_NEEDS = "EXPORT_WORKER_COSMOS_ENDPOINT"
+_BLOB_NEEDS = "EXPORT_WORKER_BLOB_ACCOUNT_URL or EXPORT_WORKER_BLOB_CONNECTION_STRING"
+_SERVICEBUS_NEEDS = (
+    "EXPORT_WORKER_SERVICEBUS_NAMESPACE or EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"
+)
+
+
 def missing_settings(settings: Settings, *, servicebus: bool = True) -> list[str]:
     """Every setting the Azure backend lacks (a service's endpoint, or its connection
     string or key), so one run names them all; `servicebus`: whether Service Bus is used."""
     missing = []
     if not settings.cosmos_endpoint:
-        missing.append("EXPORT_WORKER_COSMOS_ENDPOINT")
+        missing.append(_COSMOS_NEEDS)
     if settings.blob_connection_string is None and not settings.blob_account_url:
-        missing.append("EXPORT_WORKER_BLOB_ACCOUNT_URL or EXPORT_WORKER_BLOB_CONNECTION_STRING")
+        missing.append(_BLOB_NEEDS)
     if (
         servicebus
         and settings.servicebus_connection_string is None
         and not settings.servicebus_namespace
     ):
-        missing.append(
-            "EXPORT_WORKER_SERVICEBUS_NAMESPACE or EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"
-        )
+        missing.append(_SERVICEBUS_NEEDS)
     return missing
 
 
@@ -58,9 +64,7 @@ def blob_service(
         secret = settings.blob_connection_string.get_secret_value()
         return BlobServiceClient.from_connection_string(secret, **options), None
     if not settings.blob_account_url:
-        raise AzureNotConfigured(
-            "set EXPORT_WORKER_BLOB_ACCOUNT_URL or EXPORT_WORKER_BLOB_CONNECTION_STRING"
-        )
+        raise AzureNotConfigured(f"set {_BLOB_NEEDS}")
     credential = default_credential()
     return BlobServiceClient(
         settings.blob_account_url, credential=credential, **options
@@ -72,7 +76,7 @@ def cosmos_client(
 ) -> tuple[CosmosClient, AsyncTokenCredential | None]:
     """A Cosmos client and the token credential it owns (None with an account key)."""
     if not settings.cosmos_endpoint:
-        raise AzureNotConfigured("set EXPORT_WORKER_COSMOS_ENDPOINT")
+        raise AzureNotConfigured(f"set {_COSMOS_NEEDS}")
     if not settings.cosmos_verify_tls:
         options["connection_verify"] = False  # emulators' self-signed certificates only
     if settings.cosmos_key is not None:
@@ -102,9 +106,7 @@ def servicebus_client(
         secret = settings.servicebus_connection_string.get_secret_value()
         return ServiceBusClient.from_connection_string(secret, **options), None
     if not settings.servicebus_namespace:
-        raise AzureNotConfigured(
-            "set EXPORT_WORKER_SERVICEBUS_NAMESPACE or EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"
-        )
+        raise AzureNotConfigured(f"set {_SERVICEBUS_NEEDS}")
     if credential is not None:
         return ServiceBusClient(settings.servicebus_namespace, credential, **options), None
     owned = default_credential()
