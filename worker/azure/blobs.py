@@ -19,12 +19,9 @@ from azure.storage.blob import BlobBlock, BlockState, ContentSettings
 from azure.storage.blob.aio import BlobClient
 
 from worker.azure.credentials import blob_service
-from worker.azure.timeouts import guarded, guarded_iter
+from worker.azure.timeouts import BLOB_STORAGE, guarded, guarded_iter
 from worker.ports import BlobInfo, Conflict
 from worker.settings import Settings
-
-# What this adapter's errors are led by: a one-line failure names the service.
-SERVICE = "Blob Storage"
 
 BLOCK_SIZE = 4 * 1024 * 1024
 # Download granularity: bounds what one read holds in memory, whatever the blob's size.
@@ -75,19 +72,19 @@ class AzureBlobs:
             return
         with contextlib.suppress(Conflict):  # created meanwhile: fine
             container_client = self._service.get_container_client(container)
-            await guarded(container_client.create_container(), self._timeout, SERVICE)
+            await guarded(container_client.create_container(), self._timeout, BLOB_STORAGE)
         self._ready.add(container)
 
     async def read(self, path: str, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
         """Stream a blob's bytes in pieces of at most `chunk_size`; NotFound when missing."""
-        downloader = await guarded(self._blob(path).download_blob(), self._timeout, SERVICE)
-        async for chunk in guarded_iter(downloader.chunks(), self._timeout, SERVICE):
+        downloader = await guarded(self._blob(path).download_blob(), self._timeout, BLOB_STORAGE)
+        async for chunk in guarded_iter(downloader.chunks(), self._timeout, BLOB_STORAGE):
             for start in range(0, len(chunk), chunk_size):
                 yield chunk[start : start + chunk_size]
 
     async def exists(self, path: str) -> bool:
         """Whether a blob is at `path` (a missing container means no)."""
-        return bool(await guarded(self._blob(path).exists(), self._timeout, SERVICE))
+        return bool(await guarded(self._blob(path).exists(), self._timeout, BLOB_STORAGE))
 
     async def upload(self, path: str, info: BlobInfo) -> AzureBlobUpload:
         """Start a staged upload; nothing is visible at `path` until `commit`."""
@@ -102,12 +99,12 @@ class AzureBlobs:
                 data, overwrite=True, content_settings=ContentSettings(content_type=content_type)
             ),
             self._timeout,
-            SERVICE,
+            BLOB_STORAGE,
         )
 
     async def info(self, path: str) -> BlobInfo:
         """Content type, download file name and metadata; NotFound when missing."""
-        props = await guarded(self._blob(path).get_blob_properties(), self._timeout, SERVICE)
+        props = await guarded(self._blob(path).get_blob_properties(), self._timeout, BLOB_STORAGE)
         settings = props.content_settings
         _, name = split_path(path)
         return BlobInfo(
@@ -168,7 +165,7 @@ class AzureBlobUpload:
                     metadata=metadata,
                 ),
                 self._timeout,
-                SERVICE,
+                BLOB_STORAGE,
             )
             self._buffer.clear()
             self._finished = True
@@ -187,7 +184,7 @@ class AzureBlobUpload:
                 metadata=metadata,
             ),
             self._timeout,
-            SERVICE,
+            BLOB_STORAGE,
         )
         self._finished = True
 
@@ -201,7 +198,7 @@ class AzureBlobUpload:
         raw = f"{self._prefix}-{len(self._block_ids):06d}".encode()
         block_id = base64.b64encode(raw).decode("ascii")  # same length for every block
         await guarded(
-            self._blob.stage_block(block_id, data, length=len(data)), self._timeout, SERVICE
+            self._blob.stage_block(block_id, data, length=len(data)), self._timeout, BLOB_STORAGE
         )
         self._block_ids.append(block_id)
 

@@ -26,12 +26,9 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
 from schemas.records import TurnRecord
 from worker.azure.credentials import cosmos_client
-from worker.azure.timeouts import guarded, guarded_iter
+from worker.azure.timeouts import COSMOS_DB, guarded, guarded_iter
 from worker.ports import Conflict, NotFound
 from worker.settings import Settings
-
-# What this adapter's errors are led by: a one-line failure names the service.
-SERVICE = "Cosmos DB"
 
 # History reads newest first, a page at a time, and the caller stops early: the handler's
 # caps (worker/handler.py MAX_MESSAGES_READ, MAX_TURN_MESSAGES_READ) bound the read, so
@@ -98,7 +95,7 @@ class CosmosAccount:
             options["headers"] = dict(EMULATOR_HEADERS)
         client, credential = cosmos_client(self._settings, **options)
         try:
-            await guarded(client.__aenter__(), self.timeout, SERVICE)
+            await guarded(client.__aenter__(), self.timeout, COSMOS_DB)
             database = await self._database(client)
         except BaseException:
             await _close(client, credential)
@@ -126,7 +123,7 @@ class CosmosAccount:
             return database
         with contextlib.suppress(Conflict):
             await guarded(
-                client.create_database_if_not_exists(s.cosmos_database), self.timeout, SERVICE
+                client.create_database_if_not_exists(s.cosmos_database), self.timeout, COSMOS_DB
             )
         for name, key in self._partition_keys().items():
             with contextlib.suppress(Conflict):
@@ -135,7 +132,7 @@ class CosmosAccount:
                         name, partition_key=PartitionKey(path=key)
                     ),
                     self.timeout,
-                    SERVICE,
+                    COSMOS_DB,
                 )
         return database
 
@@ -160,22 +157,22 @@ class CosmosAccount:
         if partition_key is not None:
             options["partition_key"] = partition_key
         pages = proxy.query_items(text, **options).by_page()
-        async for page in guarded_iter(pages, self.timeout, SERVICE):
-            async for item in guarded_iter(page, self.timeout, SERVICE):
+        async for page in guarded_iter(pages, self.timeout, COSMOS_DB):
+            async for item in guarded_iter(page, self.timeout, COSMOS_DB):
                 yield without_system_keys(item)
 
     async def read(self, container: str, item_id: str, partition_key: str) -> dict[str, Any]:
         """Point-read one document as stored (system keys included); NotFound when missing."""
         proxy = await self.container(container)
         item: dict[str, Any] = await guarded(
-            proxy.read_item(item_id, partition_key=partition_key), self.timeout, SERVICE
+            proxy.read_item(item_id, partition_key=partition_key), self.timeout, COSMOS_DB
         )
         return item
 
     async def upsert(self, container: str, document: Mapping[str, Any]) -> None:
         """Insert or replace one document."""
         proxy = await self.container(container)
-        await guarded(proxy.upsert_item(dict(document)), self.timeout, SERVICE)
+        await guarded(proxy.upsert_item(dict(document)), self.timeout, COSMOS_DB)
 
 
 async def _close(client: CosmosClient, credential: Any) -> None:
@@ -263,7 +260,7 @@ class AzureLedger:
         self._known.pop(key, None)
         for _ in range(PUT_ATTEMPTS):
             try:
-                written = await guarded(proxy.create_item(doc), self._account.timeout, SERVICE)
+                written = await guarded(proxy.create_item(doc), self._account.timeout, COSMOS_DB)
             except Conflict:
                 try:
                     stored = await self._account.read(self._turns, doc["id"], key[0])
@@ -306,7 +303,7 @@ class AzureLedger:
                     return
             try:
                 if current is None:
-                    written = await guarded(proxy.create_item(doc), timeout, SERVICE)
+                    written = await guarded(proxy.create_item(doc), timeout, COSMOS_DB)
                 else:
                     written = await guarded(
                         proxy.replace_item(
@@ -316,7 +313,7 @@ class AzureLedger:
                             match_condition=MatchConditions.IfNotModified,
                         ),
                         timeout,
-                        SERVICE,
+                        COSMOS_DB,
                     )
                 self._remember(key, written.get("_etag"))
                 return

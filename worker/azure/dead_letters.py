@@ -31,11 +31,8 @@ from azure.servicebus.aio import ServiceBusClient, ServiceBusReceiver
 
 from worker.azure.messages import body_bytes, decoded_properties, sent_session, to_dead_letter
 from worker.azure.sessions import close_quietly, settle_deadline
-from worker.azure.timeouts import BACKSTOP_SECONDS, guarded
+from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, guarded
 from worker.ports import DeadLetteredMessage, NotFound, TransientError
-
-# What this adapter's errors are led by: a one-line failure names the service.
-SERVICE = "Service Bus"
 
 PEEK_PAGE = 100
 # Service Bus answers an empty receive only after its wait: kept short for an operator.
@@ -136,7 +133,9 @@ class DeadLetterQueue:
                 for raw in passed:
                     with contextlib.suppress(Exception):  # its lock lapses instead
                         await guarded(
-                            receiver.abandon_message(raw), settle_deadline(self._timeout), SERVICE
+                            receiver.abandon_message(raw),
+                            settle_deadline(self._timeout),
+                            SERVICE_BUS,
                         )
 
     async def _still_there(self, receiver: ServiceBusReceiver, sequence_number: int) -> None:
@@ -148,12 +147,12 @@ class DeadLetterQueue:
         batch: list[ServiceBusReceivedMessage] = await guarded(
             receiver.receive_messages(max_message_count=1, max_wait_time=SCAN_WAIT_SECONDS),
             SCAN_WAIT_SECONDS + self._timeout + BACKSTOP_SECONDS,
-            SERVICE,
+            SERVICE_BUS,
         )
         return batch[0] if batch else None
 
     async def _complete(self, receiver: ServiceBusReceiver, raw: ServiceBusReceivedMessage) -> None:
-        await guarded(receiver.complete_message(raw), settle_deadline(self._timeout), SERVICE)
+        await guarded(receiver.complete_message(raw), settle_deadline(self._timeout), SERVICE_BUS)
 
     async def _peeked(
         self, receiver: ServiceBusReceiver, sequence_number: int
@@ -171,7 +170,7 @@ class DeadLetterQueue:
                 max_message_count=count, sequence_number=start, timeout=self._timeout
             ),
             self._timeout + BACKSTOP_SECONDS,
-            SERVICE,
+            SERVICE_BUS,
         )
         return page
 
@@ -181,7 +180,7 @@ class DeadLetterQueue:
             self._queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER
         )
         try:
-            await guarded(receiver.__aenter__(), self._timeout + BACKSTOP_SECONDS, SERVICE)
+            await guarded(receiver.__aenter__(), self._timeout + BACKSTOP_SECONDS, SERVICE_BUS)
             yield receiver
         finally:
             await close_quietly(receiver, self._timeout)

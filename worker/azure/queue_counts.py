@@ -37,13 +37,10 @@ from azure.servicebus.exceptions import SessionCannotBeLockedError
 
 from worker.azure.credentials import is_development_emulator, servicebus_admin, servicebus_client
 from worker.azure.sessions import MIN_WAIT_SECONDS, close_quietly
-from worker.azure.timeouts import BACKSTOP_SECONDS, guarded
+from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, guarded
 from worker.logs import get_logger
 from worker.ports import TransientError
 from worker.settings import Settings
-
-# What this adapter's errors are led by: a one-line failure names the service.
-SERVICE = "Service Bus"
 
 PEEK_PAGE = 100
 
@@ -123,7 +120,7 @@ class QueueCounts:
                 props = await guarded(
                     admin.get_queue_runtime_properties(self._queue),
                     self._timeout + BACKSTOP_SECONDS,
-                    SERVICE,
+                    SERVICE_BUS,
                 )
         except TransientError as exc:
             if not isinstance(exc.__cause__, ServiceRequestError):
@@ -159,7 +156,7 @@ class QueueCounts:
             return found
 
         try:
-            return await guarded(listing(), timeout + BACKSTOP_SECONDS, SERVICE)
+            return await guarded(listing(), timeout + BACKSTOP_SECONDS, SERVICE_BUS)
         finally:
             await close_quietly(client, timeout)
 
@@ -170,7 +167,7 @@ class QueueCounts:
         )
         try:
             try:
-                await guarded(receiver.__aenter__(), self._timeout + BACKSTOP_SECONDS, SERVICE)
+                await guarded(receiver.__aenter__(), self._timeout + BACKSTOP_SECONDS, SERVICE_BUS)
             except TransientError as exc:
                 if isinstance(exc.__cause__, SessionCannotBeLockedError):
                     return None
@@ -188,7 +185,7 @@ class QueueCounts:
             page = await guarded(
                 peek(max_message_count=PEEK_PAGE, sequence_number=start, timeout=self._timeout),
                 self._timeout + BACKSTOP_SECONDS,
-                SERVICE,
+                SERVICE_BUS,
             )
             if not page:
                 return found

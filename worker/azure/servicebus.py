@@ -51,12 +51,9 @@ from worker.azure.sessions import (
     SessionLimits,
     close_quietly,
 )
-from worker.azure.timeouts import BACKSTOP_SECONDS, DeadlineExceeded, guarded
+from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, DeadlineExceeded, guarded
 from worker.ports import DeadLetteredMessage, QueueStats, checked_message_id
 from worker.settings import Settings
-
-# What this adapter's errors are led by: a one-line failure names the service.
-SERVICE = "Service Bus"
 
 __all__ = ["AzurePublisher", "AzureQueue", "AzureSession", "decoded_properties"]
 
@@ -154,7 +151,7 @@ class AzureQueue:
         opened = False
         try:
             opened = await guarded(
-                _open_or_time_out(receiver), wait + self._timeout + BACKSTOP_SECONDS, SERVICE
+                _open_or_time_out(receiver), wait + self._timeout + BACKSTOP_SECONDS, SERVICE_BUS
             )
         finally:
             if not opened:
@@ -283,7 +280,7 @@ class Sending:
                 await guarded(
                     sender.send_messages(message, timeout=self._timeout),
                     self._timeout + self._backstop,
-                    SERVICE,
+                    SERVICE_BUS,
                 )
             except DeadlineExceeded:
                 self._sender = None

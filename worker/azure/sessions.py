@@ -40,12 +40,9 @@ from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusReceiver
 
 from worker.azure.messages import to_queue_message
-from worker.azure.timeouts import BACKSTOP_SECONDS, DeadlineExceeded, guarded
+from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, DeadlineExceeded, guarded
 from worker.logs import get_logger
 from worker.ports import LockLost, PortError, QueueMessage
-
-# What this adapter's errors are led by: a one-line failure names the service.
-SERVICE = "Service Bus"
 
 T = TypeVar("T")
 Clock = Callable[[], float]
@@ -252,7 +249,7 @@ class AzureSession:
         if self._given_up:
             raise LockLost(f"session {self.session_id!r} was given up after a call hung")
         try:
-            return await guarded(operation(), sdk_bound + self._limits.backstop, SERVICE)
+            return await guarded(operation(), sdk_bound + self._limits.backstop, SERVICE_BUS)
         except DeadlineExceeded as exc:
             self._given_up = True
             self._held = None

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import aiohttp
 from azure.core import exceptions as core_errors
@@ -45,6 +45,12 @@ class DeadlineExceeded(TransientError):
     """Our deadline, not the SDK's, ended the call: the SDK object it ran on may be
     mid-frame and must not be used again."""
 
+
+# The services `guarded` names at the head of an error's text (each adapter passes its own),
+# so a one-line failure says which one it was.
+BLOB_STORAGE: Final = "Blob Storage"
+COSMOS_DB: Final = "Cosmos DB"
+SERVICE_BUS: Final = "Service Bus"
 
 _TRANSIENT_STATUS = frozenset({408, 429})
 _CONFLICT_STATUS = frozenset({409, 412})
