@@ -66,6 +66,15 @@ TRANSIENT = [
     sb.SessionCannotBeLockedError(message="taken meanwhile"),  # flagged retryable
 ]
 
+# Refused by Cosmos DB or Blob Storage: a role not yet propagated or a rotated key, retried.
+REFUSED = [
+    http_error(401),
+    http_error(403, "AuthorizationFailure"),
+    http_error(403, "AuthorizationPermissionMismatch"),
+    cosmos.CosmosHttpResponseError(status_code=403, message="no data-plane role"),
+    cosmos.CosmosHttpResponseError(status_code=401, message="bad key"),
+]
+
 LOCK_LOST = [
     sb.MessageLockLostError(message="lock expired"),
     sb.SessionLockLostError(message="session lock expired"),
@@ -75,9 +84,7 @@ LOCK_LOST = [
 # Not worth a retry and not a port condition: the runtime treats these as bugs.
 UNCHANGED = [
     http_error(400, "InvalidHeaderValue"),
-    http_error(401),
-    http_error(403, "AuthorizationFailure"),
-    core.ClientAuthenticationError(message="bad key"),
+    core.ClientAuthenticationError(message="no credential answered"),  # no status: no token
     sb.ServiceBusAuthenticationError(message="bad key"),
     sb.ServiceBusAuthorizationError(message="no Listen claim"),
     sb.MessagingEntityNotFoundError(message="no such queue"),
@@ -104,6 +111,13 @@ def test_etag_and_existence_races_map_to_conflict(error: Exception) -> None:
 @pytest.mark.parametrize("error", TRANSIENT, ids=_id)
 def test_throttling_timeouts_5xx_and_connection_loss_map_to_transient(error: Exception) -> None:
     assert isinstance(port_error(error), TransientError)
+
+
+@pytest.mark.parametrize("error", REFUSED, ids=_id)
+def test_refused_data_plane_calls_map_to_transient(error: Exception) -> None:
+    mapped = port_error(error)
+    assert isinstance(mapped, TransientError)
+    assert str(error.status_code) in str(mapped)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("error", LOCK_LOST, ids=_id)

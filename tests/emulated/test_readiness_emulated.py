@@ -100,3 +100,28 @@ def test_a_storage_key_the_account_rejects_is_unreachable(tmp_path: Path) -> Non
     rejected = settings.replace(blob_connection_string=connection)
     failed = check(tmp_path / "home", rejected)
     assert failed is not None and failed[0] == "blobs" and failed[1] != "NotFound"
+
+
+def test_a_refused_storage_call_is_retried_not_taken_for_a_bug(tmp_path: Path) -> None:
+    """A 403 (a rotated key, a role not yet propagated) is a TransientError naming the
+    service and the status: the turn is retried, then dead-lettered `transient_failure`."""
+    from worker.azure.blobs import AzureBlobs
+    from worker.ports import TransientError
+
+    settings = emulated_settings(tmp_path / "home")
+    assert settings.blob_connection_string is not None
+    wrong = base64.b64encode(b"not the account key").decode()
+    real = settings.blob_connection_string.get_secret_value()
+    rejected = settings.replace(
+        blob_connection_string=re.sub(r"AccountKey=[^;]+", f"AccountKey={wrong}", real)
+    )
+
+    async def main() -> None:
+        blobs = AzureBlobs(rejected)
+        try:
+            with pytest.raises(TransientError, match=r"^Blob Storage: .* 403"):
+                await blobs.exists(f"{rejected.artifacts_container}/refused.json")
+        finally:
+            await blobs.close()
+
+    asyncio.run(main())

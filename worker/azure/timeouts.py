@@ -16,9 +16,16 @@ ports promise (`worker/ports/errors.py`):
 - message or session lock expired or taken, message already settled -> LockLost
 - throttled (429), 408, 5xx, connection and read failures,
   our deadline, SDK operation timeouts, retryable Service Bus errors -> TransientError
+- refused by Cosmos DB or Blob Storage (401, 403)            -> TransientError
 
-Anything else (bad credentials, a missing queue, a programming error) is left as it is:
-it is not worth retrying and the runtime treats it as a bug.
+A refusal is retried rather than taken for a bug: a role granted to the worker's identity
+takes minutes to reach the data plane, so a new deployment's first turns are refused, and
+a key rotated under a running worker is refused until the new one is set. Each such turn
+is tried again with backoff and, once `MAX_ATTEMPTS` are spent, dead-lettered
+`transient_failure` `from ...Error 403`, to be replayed once the access is fixed.
+
+Anything else (a credential that cannot get a token, a missing queue, a programming
+error) is left as it is: it is not worth retrying and the runtime treats it as a bug.
 """
 
 from __future__ import annotations
@@ -53,6 +60,8 @@ COSMOS_DB: Final = "Cosmos DB"
 SERVICE_BUS: Final = "Service Bus"
 
 _TRANSIENT_STATUS = frozenset({408, 429})
+# Refused: a role not yet propagated, a rotated key (the module's docstring).
+_REFUSED_STATUS = frozenset({401, 403})
 _CONFLICT_STATUS = frozenset({409, 412})
 # Blob codes for "someone else committed this blob while we staged": a lost race.
 _CONFLICT_CODES = frozenset({"InvalidBlockList", "BlobAlreadyExists", "ConditionNotMet"})
@@ -111,7 +120,9 @@ def _from_status(exc: core_errors.HttpResponseError) -> BaseException:
         or code in _CONFLICT_CODES
     ):
         return Conflict(_describe(exc))
-    if status is not None and (status in _TRANSIENT_STATUS or status >= 500):
+    if status is not None and (
+        status in _TRANSIENT_STATUS or status in _REFUSED_STATUS or status >= 500
+    ):
         return TransientError(_describe(exc))
     return exc
 
