@@ -1,5 +1,6 @@
 """The readiness check on the Azure adapters (cosmosdb-server, Azurite): reachable as
-deployed, and a missing Cosmos container or a rejected storage key named as unreachable.
+deployed, and a Cosmos container deleted under a running worker or a rejected storage key
+named as unreachable; a misnamed database or container refused when the backend opens.
 Run by scripts/test-emulated, which starts both servers."""
 
 from __future__ import annotations
@@ -76,19 +77,91 @@ def test_the_emulated_azure_adapters_are_reachable(tmp_path: Path) -> None:
     assert check(tmp_path / "home", emulated_settings(tmp_path / "home")) is None
 
 
+def check_after(home: Path, settings: Settings, dropped: str) -> tuple[str, str] | None:
+    """As `check`, with the container `dropped` deleted after the backend opened."""
+
+    async def main() -> tuple[str, str] | None:
+        from worker.azure.backend import open_azure_backend
+        from worker.azure.cosmos import EMULATOR_HEADERS
+        from worker.azure.credentials import cosmos_client
+
+        sidecar = open_local_backend(home)
+        backend = await open_azure_backend(
+            settings, queue=sidecar.queue, publisher=sidecar.publisher
+        )
+        client, _ = cosmos_client(settings, headers=dict(EMULATOR_HEADERS))
+        try:
+            async with client:
+                database = client.get_database_client(settings.cosmos_database)
+                await database.delete_container(dropped)
+            await reachability_check(backend, settings, Operations())()
+        except Unreachable as exc:
+            return exc.dependency, exc.error
+        finally:
+            await backend.close()
+            for port in (sidecar.store, sidecar.ledger, sidecar.blobs):
+                await port.close()
+        return None
+
+    return asyncio.run(main())
+
+
 @pytest.mark.parametrize(
     ("container", "dependency"),
     [("turns_container", "ledger"), ("messages_container", "store")],
 )
-def test_a_missing_cosmos_container_is_unreachable_not_an_empty_answer(
+def test_a_cosmos_container_gone_while_running_is_unreachable_not_an_empty_answer(
     tmp_path: Path, container: str, dependency: str
 ) -> None:
+    settings = emulated_settings(tmp_path / "home")
+    name = getattr(settings, container)
+    assert check_after(tmp_path / "home", settings, name) == (dependency, "NotFound")
+
+
+@pytest.mark.parametrize("container", ["turns_container", "messages_container"])
+def test_a_missing_cosmos_container_stops_the_backend_opening_named(
+    tmp_path: Path, container: str
+) -> None:
+    from worker.azure.backend import open_azure_backend
+    from worker.azure.credentials import AzureNotConfigured
+
     settings = emulated_settings(tmp_path / "home")
     check(tmp_path / "home", settings)  # creates the database and the named containers
     misnamed = settings.replace(
         **{container: "no-such-container", "cosmos_create_resources": False}
     )
-    assert check(tmp_path / "home", misnamed) == (dependency, "NotFound")
+    sidecar = open_local_backend(tmp_path / "home")
+
+    async def main() -> None:
+        with pytest.raises(AzureNotConfigured) as refused:
+            await open_azure_backend(misnamed, queue=sidecar.queue, publisher=sidecar.publisher)
+        text = str(refused.value)
+        assert "'no-such-container'" in text and misnamed.cosmos_database in text
+        assert "EXPORT_WORKER_COSMOS_CREATE_RESOURCES" in text
+
+    try:
+        asyncio.run(main())
+    finally:
+        for port in (sidecar.store, sidecar.ledger, sidecar.blobs):
+            asyncio.run(port.close())
+
+
+def test_a_missing_cosmos_database_stops_the_backend_opening_named(tmp_path: Path) -> None:
+    from worker.azure.backend import open_azure_backend
+    from worker.azure.credentials import AzureNotConfigured
+
+    settings = emulated_settings(tmp_path / "home").replace(cosmos_create_resources=False)
+    sidecar = open_local_backend(tmp_path / "home")
+
+    async def main() -> None:
+        with pytest.raises(AzureNotConfigured, match="does not exist"):
+            await open_azure_backend(settings, queue=sidecar.queue, publisher=sidecar.publisher)
+
+    try:
+        asyncio.run(main())
+    finally:
+        for port in (sidecar.store, sidecar.ledger, sidecar.blobs):
+            asyncio.run(port.close())
 
 
 def test_a_storage_key_the_account_rejects_is_unreachable(tmp_path: Path) -> None:

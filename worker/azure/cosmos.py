@@ -25,7 +25,7 @@ from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
 from schemas.records import TurnRecord
-from worker.azure.credentials import cosmos_client
+from worker.azure.credentials import AzureNotConfigured, cosmos_client
 from worker.azure.timeouts import COSMOS_DB, guarded, guarded_iter
 from worker.ports import Conflict, NotFound
 from worker.settings import Settings
@@ -120,6 +120,7 @@ class CosmosAccount:
         s = self._settings
         database = client.get_database_client(s.cosmos_database)
         if not s.cosmos_create_resources:
+            await self._require_containers(database)
             return database
         with contextlib.suppress(Conflict):
             await guarded(
@@ -135,6 +136,29 @@ class CosmosAccount:
                     COSMOS_DB,
                 )
         return database
+
+    async def _require_containers(self, database: DatabaseProxy) -> None:
+        """Read each container's properties once: a misnamed database or container stops the
+        process here, named, instead of every turn failing as not found (a metadata read,
+        which the worker's data role allows)."""
+        names = list(self._partition_keys())
+        results = await asyncio.gather(
+            *(
+                guarded(database.get_container_client(name).read(), self.timeout, COSMOS_DB)
+                for name in names
+            ),
+            return_exceptions=True,
+        )
+        missing = [n for n, r in zip(names, results, strict=True) if isinstance(r, NotFound)]
+        if missing:
+            raise AzureNotConfigured(
+                f"Cosmos DB database {self._settings.cosmos_database!r} has no container "
+                f"{', '.join(map(repr, missing))} (or the database does not exist): create "
+                "them (infra/main.bicep) or set EXPORT_WORKER_COSMOS_CREATE_RESOURCES=true"
+            )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def release(self) -> None:
         """Drop one user; the last one closes the client and its credential."""
