@@ -26,18 +26,14 @@ from typing import Any
 
 import msgspec
 from azure.core.credentials_async import AsyncTokenCredential
-from azure.core.exceptions import (
-    ClientAuthenticationError,
-    HttpResponseError,
-    ServiceRequestError,
-)
+from azure.core.exceptions import HttpResponseError, ServiceRequestError
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.exceptions import SessionCannotBeLockedError
 
 from worker.azure.credentials import is_development_emulator, servicebus_admin, servicebus_client
 from worker.azure.sessions import MIN_WAIT_SECONDS, close_quietly
-from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, guarded
+from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, guarded, refused
 from worker.logs import get_logger
 from worker.ports import TransientError
 from worker.settings import Settings
@@ -123,12 +119,17 @@ class QueueCounts:
                     SERVICE_BUS,
                 )
         except TransientError as exc:
-            if not isinstance(exc.__cause__, ServiceRequestError):
+            # A refusal comes out as a TransientError (retried on the data plane); here it
+            # means the identity lacks Manage rights, which waiting does not grant.
+            if isinstance(exc.__cause__, ServiceRequestError):
+                self._give_up_admin("unreachable")
+            elif refused(exc.__cause__):
+                self._give_up_admin("not_authorized")
+            else:
                 raise
-            self._give_up_admin("unreachable")
             return None
         except HttpResponseError as exc:
-            if exc.status_code not in (401, 403) and not isinstance(exc, ClientAuthenticationError):
+            if not refused(exc):
                 raise
             self._give_up_admin("not_authorized")
             return None

@@ -109,6 +109,15 @@ def port_error(exc: BaseException) -> BaseException:
     return exc
 
 
+def refused(exc: BaseException | None) -> bool:
+    """Whether an SDK exception is a refusal (401, 403, or an authentication error without a
+    status): what a caller with a path that needs fewer rights checks on a `TransientError`'s
+    cause or on the exception itself."""
+    if isinstance(exc, core_errors.ClientAuthenticationError):
+        return True
+    return isinstance(exc, core_errors.HttpResponseError) and exc.status_code in _REFUSED_STATUS
+
+
 def _from_status(exc: core_errors.HttpResponseError) -> BaseException:
     status = exc.status_code
     if isinstance(exc, core_errors.ResourceNotFoundError) or status == 404:
