@@ -22,7 +22,9 @@ a table the model composed. Derived means one of these, not negated in its claus
 
 A cue that is also a name of data (forecast, peak, max, anomaly, trend, statistics,
 summary, average, "daily data") is set aside when its words are among the words of the
-turn's current groups: "export the weather forecast as csv" after `get_forecast`.
+turn's current groups: "export the weather forecast as csv" after `get_forecast`. A turn
+with no groups of its own asks the window's groups instead (`handlers.turn`), the rows a
+reach-back would export.
 
 A cue's negation and the "I" of "I mean" are read back from the cue only as far as those
 words lie (`handlers/context.py`), so a long message costs time in proportion to its length.
@@ -84,7 +86,7 @@ _DERIVED: Final = _cues(
 
 # Cues that may also be the data's own name: a tool's "forecast", a "peak_power" column, the
 # "daily data" an action returns. Such a cue is set aside when its words are among the
-# words of the turn's current groups (their action names, call arguments, columns and
+# words of the turn's groups (their action names, call arguments, columns and
 # citation strings: `handlers.relevance`): the request then names the data, not a
 # computation on it.
 _MAY_NAME_DATA: Final = _cues(

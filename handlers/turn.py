@@ -53,7 +53,7 @@ from handlers.phases import (
     TurnFacts,
 )
 from handlers.rationale import Considered
-from handlers.reach_back import GroupNames, scan
+from handlers.reach_back import GroupNames, candidates, scan
 from handlers.relevance import subject_words
 from handlers.selection import ResultRef, Selection, dominates
 from handlers.tables import Table, find_table, without_secret_columns
@@ -139,14 +139,14 @@ def start(inp: TurnInput) -> Phase:
     current_refs = [r for r in _result_refs(visible(current)) if r.artifact is not None]
     considered = Considered.current_turn(current_refs, subject_words(step.request_text))
     request = ExportRequest(facts, fmt, table, considered)
-    if is_derived_request(step.request_text, GroupNames(considered.current)):
+    window_refs = _result_refs(history_window(visible(earlier), inp.history_limit))
+    if is_derived_request(step.request_text, _data_names(considered, window_refs)):
         # Derived output may only come from a table the model composed: no raw rows.
         if table is None:
             return Finished("derived_output_without_table", facts)
         why = considered.record("assistant_table", {}, ())
         return _plan(inp, request, "assistant_table", table, None, why)
 
-    window_refs = _result_refs(history_window(visible(earlier), inp.history_limit))
     fetch, deferred = _dominant_first(current_refs)
     fetch = _confined(inp, fetch)
     if deferred is not None:
@@ -222,6 +222,15 @@ def _choose(
         return Finished("no_rows", request.facts)
     reaching = replace(request, table=None, considered=considered.reached_back(window_scan))
     return FetchReachBack(reaching, chosen)
+
+
+def _data_names(considered: Considered, window_refs: Sequence[ResultRef]) -> GroupNames:
+    """The groups whose words a data-naming cue may name: the turn's own, or, when the turn
+    called nothing (a reach-back, the answer to a clarification), the window's, whose rows
+    a reach-back would export. Both are in hand: asking reads nothing."""
+    if considered.current:
+        return GroupNames(considered.current)
+    return GroupNames(candidates(window_refs, frozenset()))
 
 
 def _why(request: ExportRequest, collector: RowCollector) -> ExportSelection:

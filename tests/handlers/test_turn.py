@@ -408,6 +408,53 @@ def test_a_derived_cue_that_names_the_turns_data_lets_its_rows_be_exported(
         assert decision_of(outcome) == "derived_output_without_table"
 
 
+@pytest.mark.parametrize(
+    ("action", "published"), [("get_forecast", True), ("list_readings", False)]
+)
+def test_passthrough_a_data_name_from_an_earlier_turn_is_plain_serialisation(
+    action: str, published: bool
+) -> None:
+    # "Export the forecast as csv" a turn after the forecast was fetched: the window's
+    # group is the data the cue names, so the request serialises it as retrieved.
+    chat = Chat()
+    chat.user("What is the weather forecast for Paris?")
+    chat.tools((action, samples(24)))
+    chat.reply("Here is the forecast summary: mild.")
+    chat.user("Export the forecast as csv")
+    chat.reply("Here is the file.")
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
+    if published:
+        assert isinstance(outcome, phases.ExportPlan) and outcome.row_source == "prior_turn"
+        assert len(rows) == 24 and read == [f"artifacts/{CID}/t1/call_1.json"]
+    else:  # no group of the window is named by "forecast": a computation, no table
+        assert decision_of(outcome) == "derived_output_without_table" and read == []
+
+
+def test_passthrough_a_carried_request_may_name_the_data_of_the_clarified_turn() -> None:
+    chat = Chat()
+    chat.user("Export the forecast for Paris as csv")
+    chat.tools(("get_forecast", samples(24)))
+    chat.reply("Which columns should I include?")
+    chat.user("all of them")
+    chat.reply("Here it is.")
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan) and outcome.facts.carried
+    assert outcome.row_source == "prior_turn" and len(rows) == 24
+
+
+def test_passthrough_the_turns_own_groups_name_its_data_before_the_window() -> None:
+    # The turn called a tool of its own: only its groups can be the data the cue names.
+    chat = Chat()
+    chat.user("get the forecast")
+    chat.tools(("get_forecast", samples(24)))
+    chat.reply("ok")
+    chat.user("Export the forecast as csv")
+    chat.tools(("list_readings", samples(30)))
+    chat.reply("Done.")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "derived_output_without_table" and read == []
+
+
 def test_rows_that_held_only_secrets_are_no_rows() -> None:
     # Cleaned, they had no key left: the CSV held as many blank lines as the record's rows.
     chat = Chat()
