@@ -44,6 +44,7 @@ _DATE_TIME: Final = re.compile(
     r"(?::(?P<s>\d{2})(?:[.,](?P<f>\d+))?)?"
     r" ?(?:(?P<z>[Zz]|UTC)|(?P<off>[+\-\u2212]\d{2}:?\d{2}))?"
 )
+_DATE_OR_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?")
 _BOOLEANS: Final = {"true": True, "false": False, "yes": True, "no": False}
 _ROUNDINGS: Final = (ROUND_HALF_UP, ROUND_HALF_EVEN)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -114,6 +115,18 @@ def cell_keys(text: str) -> tuple[frozenset[Key], Readings]:
         frozenset(decimals), frozenset(scaled), frozenset(instants), flag is not None
     )
     return frozenset(keys), readings
+
+
+def shows_a_value(text: str) -> bool:
+    """Whether a cell shows a value (a number, a date, a time, a date-time, a boolean), not
+    words."""
+    shown = text.strip()
+    return (
+        _NUMBER.fullmatch(shown) is not None
+        or _DATE_TIME.fullmatch(shown) is not None
+        or _DATE_OR_TIME.fullmatch(shown) is not None
+        or shown.casefold() in _BOOLEANS
+    )
 
 
 def value_keys(value: Any, readings: Readings) -> list[Key]:

@@ -12,6 +12,7 @@ from typing import Final
 
 import msgspec
 
+from handlers.cell_keys import shows_a_value
 from handlers.rows import is_secret_key
 
 
@@ -246,10 +247,10 @@ def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[
         if header.prose_like:
             i += 1
             continue
-        rows: list[list[str]] = []
+        body: list[_Record] = []
         # Records that read like sentences wait here: rows if a plain row follows them in
         # the block (a long comment cell, say), prose after the block if none does.
-        waiting: list[list[str]] = []
+        waiting: list[_Record] = []
         end = block_end = header.end
         while end < len(lines) and (row := record_at(end)) is not None:
             if _is_elision(row.cells):
@@ -259,15 +260,21 @@ def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[
                 break
             end = row.end
             if row.prose_like:
-                waiting.append(_cleaned(row))
+                waiting.append(row)
                 continue
-            rows.extend(waiting)
+            body.extend(waiting)
             waiting.clear()
-            rows.append(_cleaned(row))
+            body.append(row)
             block_end = end
         if waiting:
             end = block_end  # the block ended before them: they are prose after it
-        table = _table(_cleaned(header), rows, len(header.cells))
+        if _is_sentence_before(header, body):
+            i += 1  # the block's header is the record after this sentence
+            continue
+        if len(body) >= 2 and _is_sentence_after(body[-1], body[:-1]):
+            body.pop()
+            end = body[-1].end
+        table = _table(_cleaned(header), [_cleaned(row) for row in body], len(header.cells))
         if table is not None:
             tables.append((i, table))
         i = max(end, i + 1)
@@ -386,6 +393,64 @@ def _reads_like_prose(record: _Record) -> bool:
         return True
     stripped = record.text.strip()
     return not record.quoted[-1] and stripped.endswith(".") and sum(words) >= 4 and max(words) >= 2
+
+
+# A sentence split at its commas, next to a CSV block with as many fields: "Sure, here are
+# the first samples" above `timestamp,value`, "Let me know if you need more, happy to help"
+# below its rows. Each field count matches, so only the words tell: a sentence writes a
+# space after each comma and runs to several words in a column the block fills with short
+# names or values.
+_SENTENCE_WORDS: Final = 5  # words in the whole line
+_SENTENCE_CELL_WORDS: Final = 3  # words in the cell that does not fit its column
+_SHORT_CELL_WORDS: Final = 2  # the most words of a column of names or values
+
+
+def _is_sentence_before(header: _Record, body: list[_Record]) -> bool:
+    """Whether a block's first record is a sentence above it: the record after it reads as
+    the header (no cell shows a value) and, in a column where this record runs to several
+    words, every record after it is short."""
+    if len(body) < 2 or not _reads_like_a_sentence(header):
+        return False
+    names = body[0]
+    if any(shows_a_value(cell) for cell in names.cells):
+        return False
+    if len(body) >= 3 and _reads_like_a_sentence(body[-1]):
+        body = body[:-1]  # a sentence below the block, too, is no measure of its columns
+    return any(
+        words >= _SENTENCE_CELL_WORDS
+        and all(_words(row.cells[j]) <= _SHORT_CELL_WORDS for row in body)
+        for j, words in _unquoted_words(header)
+    )
+
+
+def _is_sentence_after(last: _Record, rows: list[_Record]) -> bool:
+    """Whether a block's last record is a sentence below it: in a column where every row
+    above shows a value, it runs to several words."""
+    if not _reads_like_a_sentence(last):
+        return False
+    return any(
+        words >= _SENTENCE_CELL_WORDS and all(shows_a_value(row.cells[j]) for row in rows)
+        for j, words in _unquoted_words(last)
+    )
+
+
+def _reads_like_a_sentence(record: _Record) -> bool:
+    """Unquoted cells joined by ", " that run to several words in all."""
+    if any(record.quoted) or ", " not in record.text:
+        return False
+    return sum(_words(cell) for cell in record.cells) >= _SENTENCE_WORDS
+
+
+def _unquoted_words(record: _Record) -> list[tuple[int, int]]:
+    return [
+        (j, _words(c))
+        for j, (c, q) in enumerate(zip(record.cells, record.quoted, strict=True))
+        if not q
+    ]
+
+
+def _words(cell: str) -> int:
+    return len(cell.split())
 
 
 def _is_elision(cells: list[str] | tuple[str, ...]) -> bool:

@@ -116,6 +116,70 @@ def test_prose_line_with_a_comma_next_to_csv_is_not_a_row(prose: str) -> None:
     )
 
 
+SAMPLES = "timestamp,value\n2026-11-19T00:00:00Z,12.45\n2026-11-19T00:01:00Z,12.43\n"
+SAMPLE_TABLE = Table(
+    columns=("timestamp", "value"),
+    rows=(("2026-11-19T00:00:00Z", "12.45"), ("2026-11-19T00:01:00Z", "12.43")),
+)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"Sure, here are the first samples\n{SAMPLES}",
+        f"Here are the first samples:\n{SAMPLES}Let me know if you need more, happy to help",
+        f"Sure, here are the first samples\n{SAMPLES}Let me know if you need more, happy to help\n",
+        f"I checked sensors A, B and C\n{SAMPLES}",
+    ],
+)
+def test_unfenced_csv_sentence_without_end_punctuation_is_prose_not_a_row(reply: str) -> None:
+    # Split at its comma the sentence has the block's field count; its words do not fit.
+    assert find_table(reply) == SAMPLE_TABLE
+
+
+def test_unfenced_csv_sentence_above_a_text_only_block_is_prose() -> None:
+    reply = "Sure, here are the sites we track\nsite,code\nKiruna,KIR\nSvalbard,SVA\n"
+    assert find_table(reply) == Table(
+        columns=("site", "code"), rows=(("Kiruna", "KIR"), ("Svalbard", "SVA"))
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "columns", "last"),
+    [
+        # A long header over values: the record after it shows values, so it is the header.
+        (
+            "Average battery voltage, site\n12.4,Kiruna\n12.5,Svalbard\n",
+            ("Average battery voltage", "site"),
+            ("12.5", "Svalbard"),
+        ),
+        # A header with no space after its comma is no sentence.
+        (
+            "Name of the sensor,City\nAnn,Paris\nBob,Rome\n",
+            ("Name of the sensor", "City"),
+            ("Bob", "Rome"),
+        ),
+        # A description column holds words in every row: the last one is a row.
+        (
+            "name,description\ngadget, Red and blue\nwidget, A small blue widget\n",
+            ("name", "description"),
+            ("widget", "A small blue widget"),
+        ),
+        # Words in a column of values, but quoted: deliberate, a row.
+        (
+            'time,value\n00:00,12.4\n00:01,"no data, sensor offline"\n',
+            ("time", "value"),
+            ("00:01", "no data, sensor offline"),
+        ),
+    ],
+)
+def test_unfenced_csv_rows_and_headers_with_words_stay_in_the_block(
+    reply: str, columns: tuple[str, ...], last: tuple[str, ...]
+) -> None:
+    table = find_table(reply)
+    assert table is not None and table.columns == columns and table.rows[-1] == last
+
+
 def test_sentence_with_the_headers_cell_count_is_not_a_row() -> None:
     reply = "timestamp,parameter,value\n00:00,V1,12.45\nThe rest, as usual, follows.\n"
     table = find_table(reply)

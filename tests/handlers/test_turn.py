@@ -371,6 +371,20 @@ def test_excerpt_table_loses_to_the_action_rows() -> None:
     assert outcome.row_source == "action_rows" and len(rows) == 50
 
 
+def test_excerpt_between_sentences_without_end_punctuation_loses_to_the_action_rows() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(50)))
+    chat.reply(
+        "Sure, here are the first samples\ntimestamp,value\nt0000,12.0\nt0001,12.001\n"
+        "Let me know if you need more, happy to help"
+    )
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan)
+    assert (outcome.row_source, outcome.why.rule) == ("action_rows", "excerpt_replaced")
+    assert len(rows) == 50
+
+
 def test_excerpt_table_with_a_secret_column_still_loses_to_the_action_rows() -> None:
     # Step 7 compares the table with the rows as retrieved, before step 8 drops secret
     # keys; the rows lose them as they are read, so the table's secret columns are set
