@@ -85,10 +85,12 @@ CLARIFICATION_MAX_CHARS: Final = 500
 # lets the search skip every other position at once, where a search from each would read the
 # rest of the sentence again).
 _QUESTION: Final = re.compile(r"(?<![^.!?\n])[^.!?\n]*\?")
-# Questions about the row shape or the columns of the table to be written.
+# Questions about the row shape or the columns of the table to be written. A question that
+# names columns or fields asks about them, whatever its phrasing ("which columns…", "should
+# I include the unit column?", "all the columns or just the voltage?").
 _SHAPE_QUESTION: Final = re.compile(
-    r"\b(?:which|what)\s+(?:\w+\s+)?(?:columns?|fields?|attributes?)\b"
-    r"|\b(?:columns?|fields?)\s+(?:do|would|should|shall)\s+(?:you|i|we)\b"
+    r"\b(?:columns?|fields?)\b"
+    r"|\b(?:which|what)\s+(?:\w+\s+)?(?:attributes?|parameters?|metrics?|measurements?)\b"
     r"|\binclude\s+which\b"
     r"|\b(?:should|shall|would|will|do|does)\s+(?:each|every|the)\s+rows?\b"
     r"|\b(?:each|every|one|a|single)\s+row\b"

@@ -54,6 +54,10 @@ def reply(content: str | None, clarification: bool | None = None) -> AssistantMe
         "How should the rows be laid out?",
         "I have 900 samples. Which format for the rows do you prefer, wide or long?",
         "Before I export: which of the columns do you want, and should the timestamp be first?",
+        "Do you want all the columns or just the voltage?",
+        "Should I include the timestamp column?",
+        "Would you like me to include the unit column?",
+        "Which parameters should I export?",
     ],
 )
 def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -> None:
@@ -67,6 +71,7 @@ def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -
         f"{ANSWER} Anything else?",
         "Here is the CSV with one row per sample. Would you like a chart too?",
         "Do you want it as a csv or as json?",
+        "Here is the CSV with every column. Shall I also plot the voltage?",
         "I retrieved the data.",
         "",
         None,

@@ -292,6 +292,20 @@ def test_carried_request_reaches_back_for_rows_of_the_clarified_turn() -> None:
     assert outcome.row_source == "prior_turn" and len(rows) == 30
 
 
+def test_clarification_about_columns_in_any_phrasing_carries_the_request() -> None:
+    chat = Chat()
+    chat.user("Create a csv of the battery history")
+    chat.tools(("get_battery", samples(50)))
+    chat.reply("Do you want all the columns or just the voltage?")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "clarification" and read == []
+    chat.user("just the voltage please")
+    chat.reply("Here is the file.")
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan) and outcome.facts.carried
+    assert (outcome.format, outcome.row_source, len(rows)) == ("csv", "prior_turn", 50)
+
+
 def test_second_clarification_on_a_carried_request_is_clarification_limit() -> None:
     chat = Chat()
     chat.user("create a csv")
