@@ -99,10 +99,13 @@ class TurnInput(msgspec.Struct, frozen=True):
 
 
 class HistoryRead:
-    """Tells a newest-first reader when it holds the turn's user message and the look-back."""
+    """Tells a newest-first reader when it holds the turn's user message and what the core
+    reads before it: the carry-forward look-back and the history window, whichever is
+    longer (a `HISTORY_LIMIT_MAX` above 40 lets the window reach further)."""
 
-    def __init__(self, user_message_id: str) -> None:
+    def __init__(self, user_message_id: str, history_limit: int = 0) -> None:
         self.user_message_id = user_message_id
+        self.needed = max(STATE_LOOKBACK_MESSAGES, history_limit)
         self.counted: int | None = None  # countable messages seen after the user message
 
     def add(self, message: Message) -> bool:
@@ -111,7 +114,7 @@ class HistoryRead:
             self.counted += 1
         if message.id == self.user_message_id:
             self.counted = 0
-        return self.counted is not None and self.counted >= STATE_LOOKBACK_MESSAGES
+        return self.counted is not None and self.counted >= self.needed
 
 
 def start(inp: TurnInput) -> Phase:

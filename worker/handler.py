@@ -139,15 +139,16 @@ class TurnHandler:
         conversation, access = await self._authorised(event)
         if access == "deleted":
             return story.conversation_deleted()
+        history_limit = event.effective_history_limit(
+            self.settings.history_limit_default, self.settings.history_limit_max
+        )
         with self.observer.step("read", source="messages"):
-            messages = await self._read_turn(event)
+            messages = await self._read_turn(event, history_limit)
         inp = story.TurnInput(
             event=event,
             conversation=conversation,
             messages=messages,
-            history_limit=event.effective_history_limit(
-                self.settings.history_limit_default, self.settings.history_limit_max
-            ),
+            history_limit=history_limit,
             artifacts_container=self.settings.artifacts_container,
             exports_container=self.settings.exports_container,
             now=self.clock(),
@@ -195,7 +196,7 @@ class TurnHandler:
         except msgspec.ValidationError as exc:
             raise PermanentError("schema_invalid", _invalid("stored conversation", exc)) from None
 
-    async def _read_turn(self, event: TurnCompleted) -> list[Message]:
+    async def _read_turn(self, event: TurnCompleted, history_limit: int) -> list[Message]:
         """The reply by point read, then one newest-first query bounded by what the core needs
         (and, for a turn longer than MAX_MESSAGES_READ, a point read of its user message)."""
         store = self.backend.store
@@ -204,7 +205,7 @@ class TurnHandler:
         except NotFound:
             raise RetryableError("turn_not_found", "the turn's reply is not visible") from None
         newest_first: list[Message] = []
-        enough = story.HistoryRead(event.user_message_id)
+        enough = story.HistoryRead(event.user_message_id, history_limit)
         cap = MAX_MESSAGES_READ
         async for document in store.history(event.conversation_id, reply.seq):
             try:

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import defusedxml.ElementTree as DET
+import msgspec
 import openpyxl
 import pytest
 
 from handlers import turn as story
 from handlers.errors import PermanentError, RetryableError
 from handlers.serialisers.csv_file import PlainCsvBatch
+from tests.handlers.test_turn import CID, Chat, samples
 from worker.digest_file import DigestFile
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
@@ -77,6 +79,41 @@ def exported(tmp_path: Path, fixture: dict[str, Any]) -> tuple[Any, bytes]:
         return record, await blob_bytes(backend, record.export.blob)
 
     return run(tmp_path, copy.deepcopy(fixture), body)  # type: ignore[no-any-return]
+
+
+def long_history_then_a_csv(fillers: int) -> dict[str, Any]:
+    """50 samples fetched, `fillers` turns of talk, then "export that as csv" (limit 60)."""
+    chat = Chat()
+    chat.user("get the battery history")
+    chat.tools(("get_battery", samples(50)))
+    chat.reply("I have 50 samples.")
+    for n in range(fillers):
+        chat.user(f"question {n}")
+        chat.reply("answer")
+    chat.user("export that as csv")
+    chat.reply("Here it is.")
+    event = chat.event(history_limit=60)
+    return {
+        "conversations": [{"id": CID, "user_id": "u1"}],
+        "messages": chat.messages,
+        "artifacts": chat.artifacts,
+        "events": [{**msgspec.to_builtins(event), "occurred_at": "2026-11-20T09:01:39Z"}],
+    }
+
+
+@pytest.mark.parametrize(("limit_max", "decision"), [(40, "no_rows"), (60, "published")])
+def test_a_history_limit_max_above_40_is_read_as_far_as_the_window_reaches(
+    tmp_path: Path, limit_max: int, decision: str
+) -> None:
+    # The result sits 43 messages before the turn: inside a window of 60, outside one of 40.
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> Any:
+        return await handler.handle(message)
+
+    fixture = long_history_then_a_csv(fillers=20)
+    record = run(tmp_path, fixture, body, history_limit_max=limit_max)
+    assert record.decision == decision
+    if decision == "published":
+        assert (record.export.row_source, record.export.row_count) == ("prior_turn", 50)
 
 
 @pytest.mark.parametrize("fmt", ["json", "xml", "xlsx"])
