@@ -604,6 +604,23 @@ def test_reach_back_skipped_when_the_turn_has_its_own_rows() -> None:
     assert len(rows) == 2 and all("/t2/" in p for p in read)
 
 
+def test_reach_back_passes_over_a_group_whose_results_stored_no_artifact() -> None:
+    chat = Chat()
+    chat.user("get the battery history")
+    chat.tools(("get_battery", samples(20)))
+    chat.reply("ok")
+    chat.user("and the thermal history")
+    chat.tools(("get_thermal", samples(50)), artifact=False)
+    chat.reply("ok")
+    chat.user("export that as csv")
+    chat.reply("Here.")
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan) and outcome.row_source == "prior_turn"
+    assert read == [f"artifacts/{CID}/t1/call_1.json"] and len(rows) == 20
+    listed = {g.action: g.chosen for g in outcome.why.groups}
+    assert listed == {"get_battery": True, "get_thermal": False}
+
+
 def test_reach_back_sees_only_the_history_window() -> None:
     chat = Chat()
     chat.user("get the history")
