@@ -269,15 +269,26 @@ def test_missing_artifact_is_retryable_and_never_replaced_by_the_citation(tmp_pa
     run(tmp_path, fixture, body)
 
 
-def test_artifact_that_is_not_json_is_dead_lettered_as_invalid(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stored", "says"),
+    [
+        (b"\x00not json", "is not JSON"),
+        (b"5", "invalid: field 'document': Expected `object`, got `int`"),
+        (b"[1, 2]", "invalid: field 'document': Expected `object`, got `array`"),
+    ],
+)
+def test_artifact_that_is_not_an_artifact_is_dead_lettered_as_invalid(
+    tmp_path: Path, stored: bytes, says: str
+) -> None:
     fixture = headline()
 
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
         path = "artifacts/conv_headline_a/turn_headline_a1/call_7d3a59796e9b1e2968dba4d6.json"
-        await backend.blobs.put(path, b"\x00not json")
+        await backend.blobs.put(path, stored)
         with pytest.raises(PermanentError) as caught:
             await handler.handle(message)
         assert caught.value.reason == "artifact_invalid"
+        assert caught.value.description.startswith(f"artifact {path} {says}")
         assert "12.45" not in caught.value.description
 
     run(tmp_path, fixture, body)
