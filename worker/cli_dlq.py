@@ -59,11 +59,22 @@ def dlq_show(sequence_number: int) -> None:
 
 
 def _selected(
-    entries: list[DeadLetteredMessage], numbers: tuple[int, ...], take_all: bool, reason: str | None
+    entries: list[DeadLetteredMessage],
+    numbers: tuple[int, ...],
+    take_all: bool,
+    reason: str | None,
+    *,
+    by_reason: bool,
 ) -> list[DeadLetteredMessage]:
-    if take_all == bool(numbers):
-        raise click.UsageError("name SEQUENCE_NUMBER… or --all (one of the two)")
-    if take_all:
+    if take_all and numbers:
+        raise click.UsageError("name SEQUENCE_NUMBER… or --all, not both")
+    if not take_all and not numbers and reason is None:
+        # Replay's --reason selects on its own; purge has none (it deletes for good).
+        choices = (
+            "SEQUENCE_NUMBER…, --all or --reason R" if by_reason else "SEQUENCE_NUMBER… or --all"
+        )
+        raise click.UsageError(f"name {choices}")
+    if not numbers:  # --all, or replay's --reason R alone: every one with that reason
         return [d for d in entries if reason is None or d.reason == reason]
     by_number = {d.sequence_number: d for d in entries}
     missing = [n for n in numbers if n not in by_number]
@@ -83,7 +94,9 @@ def dlq_replay(
     """Re-send dead-lettered bodies on their sessions, then remove the dead-lettered copies."""
 
     async def work(backend: Backend, _: Settings) -> int:
-        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, take_all, reason)
+        chosen = _selected(
+            await backend.queue.dead_letters(), sequence_numbers, take_all, reason, by_reason=True
+        )
         if dry_run:
             for d in chosen:
                 click.echo(f"would replay {d.sequence_number}  {d.reason}  {d.session_id or '-'}")
@@ -113,7 +126,9 @@ def dlq_purge(sequence_numbers: tuple[int, ...], take_all: bool, yes: bool) -> N
         raise click.UsageError("purge deletes for good: add --yes")
 
     async def work(backend: Backend, _: Settings) -> int:
-        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, take_all, None)
+        chosen = _selected(
+            await backend.queue.dead_letters(), sequence_numbers, take_all, None, by_reason=False
+        )
         for d in chosen:
             await backend.queue.purge(d.sequence_number)
         return len(chosen)

@@ -33,3 +33,33 @@ def test_a_replay_of_many_dead_letters_shows_progress_and_a_short_one_does_not(
     assert lines[-1] == f"replayed {count} message(s)"
     assert done.stdout == b""
     assert cli.json("dlq", "list") == []
+
+
+def test_replay_by_reason_alone_takes_every_dead_letter_of_that_reason(tmp_path: Path) -> None:
+    cli = _dead_letters(tmp_path, 2)
+    assert (
+        cli.run("dlq", "replay", "--reason", "turn_not_found")
+        .stderr.decode()
+        .endswith("replayed 0 message(s)\n")
+    )
+    assert len(cli.json("dlq", "list")) == 2
+    done = cli.run("dlq", "replay", "--reason", "schema_invalid")
+    assert done.stderr.decode().splitlines()[-1] == "replayed 2 message(s)"
+    assert cli.json("dlq", "list") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("replay",), "name SEQUENCE_NUMBER…, --all or --reason R"),
+        (("replay", "--all", "1"), "not both"),
+        (("purge", "--yes"), "name SEQUENCE_NUMBER… or --all"),
+    ],
+)
+def test_a_dlq_command_without_a_choice_of_messages_is_a_usage_error(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    cli = _dead_letters(tmp_path, 1)
+    proc = cli.run("dlq", *args, check=False)
+    assert proc.returncode == 2 and says in proc.stderr.decode()
+    assert len(cli.json("dlq", "list")) == 1
