@@ -238,6 +238,7 @@ def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[
         return records[index]
 
     tables: list[tuple[int, Table]] = []
+    sentences_above = 0  # sentences just passed over above the block at `i`
     i = 0
     while i < len(lines):
         header = record_at(i)
@@ -268,9 +269,13 @@ def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[
             block_end = end
         if waiting:
             end = block_end  # the block ended before them: they are prose after it
-        if _is_sentence_before(header, body):
+        # Each pass over a sentence reads the block again: a few at most, so a block of n
+        # lines costs O(n), whatever its lines hold.
+        if sentences_above < _SENTENCES_ABOVE and _is_sentence_before(header, body):
+            sentences_above += 1
             i += 1  # the block's header is the record after this sentence
             continue
+        sentences_above = 0
         if len(body) >= 2 and _is_sentence_after(body[-1], body[:-1]):
             body.pop()
             end = body[-1].end
@@ -403,6 +408,7 @@ def _reads_like_prose(record: _Record) -> bool:
 _SENTENCE_WORDS: Final = 5  # words in the whole line
 _SENTENCE_CELL_WORDS: Final = 3  # words in the cell that does not fit its column
 _SHORT_CELL_WORDS: Final = 2  # the most words of a column of names or values
+_SENTENCES_ABOVE: Final = 2  # sentences passed over above one block, at most
 
 
 def _is_sentence_before(header: _Record, body: list[_Record]) -> bool:

@@ -414,3 +414,11 @@ def test_fenced_blocks_are_the_ones_the_fence_pattern_finds(
 def test_many_unclosed_fence_lines_are_ordinary_text() -> None:
     text = "\n".join(["~~~a"] * 3000 + ["a,b", "1,2", "3,4"])
     assert find_table(text) == Table(("a", "b"), (("1", "2"), ("3", "4")))
+
+
+def test_unfenced_csv_passes_over_at_most_two_sentences_above_a_block() -> None:
+    # Each pass reads the block again; the cap keeps a block's cost linear in its lines.
+    sentences = [", ".join("w w w" if j == k else "x" for j in range(4)) for k in range(4)]
+    reply = "\n".join([*sentences, "a,b,c,d", "x,x,x,x", "x,x,x,x"])
+    table = find_table(reply)
+    assert table is not None and table.columns == tuple(sentences[2].split(", "))
