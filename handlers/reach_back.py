@@ -12,9 +12,6 @@ against the request's subject words (`handlers.relevance`). In order:
    (most estimated rows, on a tie the first called).
 3. `reach_back_any`: the newest group with any estimated rows.
 
-A group none of whose results has a stored artifact is listed but never chosen: there is
-nothing for phase 2 to read, and a citation is never exported in the rows' place.
-
 A turn is as new as its latest call: turns never interleave, so that orders them.
 """
 
@@ -93,10 +90,7 @@ def scan(refs: Sequence[ResultRef], subject: frozenset[str]) -> Scan:
     def recency(c: Candidate) -> int:
         return newest[c.turn_id]
 
-    # A group none of whose results stored an artifact has nothing phase 2 could read (its
-    # citation is never exported in the rows' place): it is listed, but cannot win.
-    stored = [c for c in found if any(ref.artifact is not None for ref in c.refs)]
-    datasets = [c for c in stored if c.rows_estimated >= DATASET_MIN_ROWS]
+    datasets = [c for c in found if c.rows_estimated >= DATASET_MIN_ROWS]
     named = [c for c in datasets if c.score > 0]
     if named:
         # max() keeps the first of equals, and `found` is in first-call order.
@@ -106,7 +100,7 @@ def scan(refs: Sequence[ResultRef], subject: frozenset[str]) -> Scan:
         turn = max(recency(c) for c in datasets)
         best = max((c for c in datasets if recency(c) == turn), key=lambda c: c.rows_estimated)
         return Scan(found, best, "reach_back_newest")
-    with_rows = [c for c in stored if c.rows_estimated > 0]
+    with_rows = [c for c in found if c.rows_estimated > 0]
     if with_rows:
         return Scan(found, max(with_rows, key=lambda c: c.refs[-1].order), "reach_back_any")
     return Scan(found, None, None)

@@ -604,7 +604,14 @@ def test_reach_back_skipped_when_the_turn_has_its_own_rows() -> None:
     assert len(rows) == 2 and all("/t2/" in p for p in read)
 
 
-def test_reach_back_passes_over_a_group_whose_results_stored_no_artifact() -> None:
+@pytest.mark.parametrize(
+    "request_text", ["export that as csv", "export the thermal history as csv"]
+)
+def test_reach_back_to_a_group_that_stored_no_artifact_is_no_rows_never_another_dataset(
+    request_text: str,
+) -> None:
+    # Phase 1 picks among the window's successful results; the winner's rows cannot be
+    # read, and neither its citation nor an older group stands in for them.
     chat = Chat()
     chat.user("get the battery history")
     chat.tools(("get_battery", samples(20)))
@@ -612,13 +619,10 @@ def test_reach_back_passes_over_a_group_whose_results_stored_no_artifact() -> No
     chat.user("and the thermal history")
     chat.tools(("get_thermal", samples(50)), artifact=False)
     chat.reply("ok")
-    chat.user("export that as csv")
+    chat.user(request_text)
     chat.reply("Here.")
-    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, phases.ExportPlan) and outcome.row_source == "prior_turn"
-    assert read == [f"artifacts/{CID}/t1/call_1.json"] and len(rows) == 20
-    listed = {g.action: g.chosen for g in outcome.why.groups}
-    assert listed == {"get_battery": True, "get_thermal": False}
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_rows" and read == []
 
 
 def test_reach_back_sees_only_the_history_window() -> None:
