@@ -23,8 +23,8 @@ a table the model composed. Derived means one of these, not negated in its claus
 A cue that is also a name of data (forecast, peak, max, anomaly, trend, statistics,
 summary, average, "daily data") is set aside when its words are among the words of the
 turn's current groups: "export the weather forecast as csv" after `get_forecast`. A turn
-with no groups of its own asks the window's groups instead (`handlers.turn`), the rows a
-reach-back would export.
+with no groups of its own asks the window's group a reach-back would export instead
+(`handlers.turn`).
 
 A cue's negation and the "I" of "I mean" are read back from the cue only as far as those
 words lie (`handlers/context.py`), so a long message costs time in proportion to its length.

@@ -53,7 +53,7 @@ from handlers.phases import (
     TurnFacts,
 )
 from handlers.rationale import Considered
-from handlers.reach_back import GroupNames, candidates, scan
+from handlers.reach_back import GroupNames, scan
 from handlers.relevance import subject_words
 from handlers.selection import ResultRef, Selection, dominates
 from handlers.tables import Table, find_table, without_secret_columns
@@ -229,11 +229,14 @@ def _choose(
 
 def _data_names(considered: Considered, window_refs: Sequence[ResultRef]) -> GroupNames:
     """The groups whose words a data-naming cue may name: the turn's own, or, when the turn
-    called nothing (a reach-back, the answer to a clarification), the window's, whose rows
-    a reach-back would export. Both are in hand: asking reads nothing."""
+    called nothing (a reach-back, the answer to a clarification), the one group of the
+    window a reach-back would export. A cue that names some other group of the window asks
+    for a computation: "average" in an earlier lookup's arguments does not make the
+    readings reach-back exports an average. Phase 1 reads nothing: asking costs no I/O."""
     if considered.current:
         return GroupNames(considered.current)
-    return GroupNames(candidates(window_refs, frozenset()))
+    chosen = scan(window_refs, considered.subject).chosen
+    return GroupNames([chosen] if chosen is not None else [])
 
 
 def _why(request: ExportRequest, collector: RowCollector) -> ExportSelection:

@@ -458,6 +458,22 @@ def test_passthrough_a_data_name_from_an_earlier_turn_is_plain_serialisation(
         assert decision_of(outcome) == "derived_output_without_table" and read == []
 
 
+def test_passthrough_a_data_name_of_a_group_reach_back_would_not_export_is_derived() -> None:
+    # "average" is in an earlier lookup's arguments, but reach-back would export the
+    # readings: the request asks for an average of them, which no table holds.
+    chat = Chat()
+    chat.user("which statistics can you compute?")
+    chat.tools(("get_stats", [{"stat": "average"}, {"stat": "max"}], {"stat": "average"}))
+    chat.reply("Average and max.")
+    chat.user("get the voltage readings")
+    chat.tools(("list_readings", samples(100)))
+    chat.reply("I have 100 readings.")
+    chat.user("give me the average voltage as csv")
+    chat.reply("The average voltage was 12.05 V.")
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "derived_output_without_table" and read == []
+
+
 def test_passthrough_a_carried_request_may_name_the_data_of_the_clarified_turn() -> None:
     chat = Chat()
     chat.user("Export the forecast for Paris as csv")
