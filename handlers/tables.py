@@ -169,8 +169,9 @@ def _region_tables(offset: int, region: str) -> list[_Candidate]:
     pipe_tables, in_pipe_table = _pipe_tables(lines)
     found = [_Candidate(starts[i], t) for i, t in pipe_tables]
     loose = [None if in_pipe_table[i] else line for i, line in enumerate(lines)]
-    for read in (_tsv_record, _csv_record):
-        found.extend(_Candidate(starts[i], t) for i, t in _delimited_tables(loose, read))
+    # Only commas split a sentence into a record's fields: the sentence rules are CSV's.
+    for read, sentences in ((_tsv_record, False), (_csv_record, True)):
+        found.extend(_Candidate(starts[i], t) for i, t in _delimited_tables(loose, read, sentences))
     return found
 
 
@@ -225,8 +226,11 @@ def _pipe_cells(line: str) -> list[str]:
 _ReadRecord = Callable[[list[str | None], int], _Record | None]
 
 
-def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[int, Table]]:
-    """Runs of consecutive records with as many cells as the run's first record (its header).
+def _delimited_tables(
+    lines: list[str | None], read: _ReadRecord, sentences: bool
+) -> list[tuple[int, Table]]:
+    """Runs of consecutive records with as many cells as the run's first record (its header);
+    with `sentences`, a sentence just above or below a run is not part of it.
 
     An elision record (only `...` or empty cells) inside a run does not end it; it is no row.
     """
@@ -242,7 +246,11 @@ def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[
     i = 0
     while i < len(lines):
         header = record_at(i)
-        if header is None or len(header.cells) < 2 or _is_elision(header.cells):
+        if header is None:
+            sentences_above = 0  # a line of no record: the next block is another one
+            i += 1
+            continue
+        if len(header.cells) < 2 or _is_elision(header.cells):
             i += 1
             continue
         if header.prose_like:
@@ -271,12 +279,12 @@ def _delimited_tables(lines: list[str | None], read: _ReadRecord) -> list[tuple[
             end = block_end  # the block ended before them: they are prose after it
         # Each pass over a sentence reads the block again: a few at most, so a block of n
         # lines costs O(n), whatever its lines hold.
-        if sentences_above < _SENTENCES_ABOVE and _is_sentence_before(header, body):
+        if sentences and sentences_above < _SENTENCES_ABOVE and _is_sentence_before(header, body):
             sentences_above += 1
             i += 1  # the block's header is the record after this sentence
             continue
         sentences_above = 0
-        if len(body) >= 2 and _is_sentence_after(body[-1], body[:-1]):
+        if sentences and len(body) >= 2 and _is_sentence_after(body[-1], body[:-1]):
             body.pop()
             end = body[-1].end
         table = _table(_cleaned(header), [_cleaned(row) for row in body], len(header.cells))
@@ -403,9 +411,16 @@ def _reads_like_prose(record: _Record) -> bool:
 # A sentence split at its commas, next to a CSV block with as many fields: "Sure, here are
 # the first samples" above `timestamp,value`, "Let me know if you need more, happy to help"
 # below its rows. Each field count matches, so only the words tell: a sentence writes a
-# space after each comma and runs to several words in a column the block fills with short
-# names or values.
-_SENTENCE_WORDS: Final = 5  # words in the whole line
+# space after each comma, speaks to the reader (a word of _SPEECH: a header or a row of
+# data does not say "sure", "here", "I" or "you") and runs to several words in a column
+# the block fills with short names or values.
+_SPEECH: Final = frozenset(
+    {"sure", "ok", "okay", "certainly", "here", "there", "yes", "below", "these", "hope",
+     "thanks", "please", "let", "let's", "i", "i'm", "i've", "i'll", "me", "my", "we",
+     "we've", "we'll", "you", "your", "you'll", "you're"}
+)  # fmt: skip
+_SPEECH_WORD: Final = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_SENTENCE_WORDS: Final = 4  # words in the whole line
 _SENTENCE_CELL_WORDS: Final = 3  # words in the cell that does not fit its column
 _SHORT_CELL_WORDS: Final = 2  # the most words of a column of names or values
 _SENTENCES_ABOVE: Final = 2  # sentences passed over above one block, at most
@@ -431,20 +446,24 @@ def _is_sentence_before(header: _Record, body: list[_Record]) -> bool:
 
 def _is_sentence_after(last: _Record, rows: list[_Record]) -> bool:
     """Whether a block's last record is a sentence below it: in a column where every row
-    above shows a value, it runs to several words."""
+    above shows a value, it runs to several words, and it shows no value where they do (a
+    total's figure, a dated note: a row)."""
     if not _reads_like_a_sentence(last):
         return False
-    return any(
-        words >= _SENTENCE_CELL_WORDS and all(shows_a_value(row.cells[j]) for row in rows)
-        for j, words in _unquoted_words(last)
-    )
+    valued = [j for j in range(len(last.cells)) if all(shows_a_value(r.cells[j]) for r in rows)]
+    if any(shows_a_value(last.cells[j]) for j in valued):
+        return False
+    return any(words >= _SENTENCE_CELL_WORDS and j in valued for j, words in _unquoted_words(last))
 
 
 def _reads_like_a_sentence(record: _Record) -> bool:
-    """Unquoted cells joined by ", " that run to several words in all."""
+    """Unquoted cells joined by ", " that run to several words in all and speak."""
     if any(record.quoted) or ", " not in record.text:
         return False
-    return sum(_words(cell) for cell in record.cells) >= _SENTENCE_WORDS
+    if sum(_words(cell) for cell in record.cells) < _SENTENCE_WORDS:
+        return False
+    spoken = _SPEECH_WORD.findall(record.text.lower().replace("\u2019", "'"))
+    return not _SPEECH.isdisjoint(spoken)
 
 
 def _unquoted_words(record: _Record) -> list[tuple[int, int]]:

@@ -130,6 +130,7 @@ SAMPLE_TABLE = Table(
         f"Here are the first samples:\n{SAMPLES}Let me know if you need more, happy to help",
         f"Sure, here are the first samples\n{SAMPLES}Let me know if you need more, happy to help\n",
         f"I checked sensors A, B and C\n{SAMPLES}",
+        f"OK, here you go\n{SAMPLES}",
     ],
 )
 def test_unfenced_csv_sentence_without_end_punctuation_is_prose_not_a_row(reply: str) -> None:
@@ -164,6 +165,35 @@ def test_unfenced_csv_sentence_above_a_text_only_block_is_prose() -> None:
             "name,description\ngadget, Red and blue\nwidget, A small blue widget\n",
             ("name", "description"),
             ("widget", "A small blue widget"),
+        ),
+        # Headers of text columns written with ", ": they speak to no one, so no sentence.
+        (
+            "sensor_id, location, Notes from the technician\nS1, roof, ok\nS2, basement, new\n",
+            ("sensor_id", "location", "Notes from the technician"),
+            ("S2", "basement", "new"),
+        ),
+        (
+            "Name, Role on the team\nAlice, Lead\nBob, QA\n",
+            ("Name", "Role on the team"),
+            ("Bob", "QA"),
+        ),
+        # A last row showing a value where the rows above do: a total, a dated note.
+        (
+            "year, revenue\n2021, 100\n2022, 120\nTotal across all years, 220\n",
+            ("year", "revenue"),
+            ("Total across all years", "220"),
+        ),
+        (
+            "date, temperature\n2024-01-01, 12\n2024-01-02, 13\n2024-01-03, I saw no reading\n",
+            ("date", "temperature"),
+            ("2024-01-03", "I saw no reading"),
+        ),
+        # TSV: a comma inside a cell splits no sentence.
+        (
+            "date\tvalue\n2024-01-01\t12\n2024-01-02\t13\n"
+            "2024-01-03\tno reading, sensor offline, sorry you\n",
+            ("date", "value"),
+            ("2024-01-03", "no reading, sensor offline, sorry you"),
         ),
         # Words in a column of values, but quoted: deliberate, a row.
         (
@@ -418,7 +448,7 @@ def test_many_unclosed_fence_lines_are_ordinary_text() -> None:
 
 def test_unfenced_csv_passes_over_at_most_two_sentences_above_a_block() -> None:
     # Each pass reads the block again; the cap keeps a block's cost linear in its lines.
-    sentences = [", ".join("w w w" if j == k else "x" for j in range(4)) for k in range(4)]
+    sentences = [", ".join("here you go" if j == k else "x" for j in range(4)) for k in range(4)]
     reply = "\n".join([*sentences, "a,b,c,d", "x,x,x,x", "x,x,x,x"])
     table = find_table(reply)
     assert table is not None and table.columns == tuple(sentences[2].split(", "))
