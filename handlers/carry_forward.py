@@ -85,13 +85,15 @@ CLARIFICATION_MAX_CHARS: Final = 500
 # lets the search skip every other position at once, where a search from each would read the
 # rest of the sentence again).
 _QUESTION: Final = re.compile(r"(?<![^.!?\n])[^.!?\n]*\?")
-# Questions about the row shape or the columns of the table to be written. A question that
-# names columns or fields asks about them, whatever its phrasing ("which columns…", "should
-# I include the unit column?", "all the columns or just the voltage?").
+# Questions about the row shape or the columns of the table to be written: which columns
+# or fields, whether to include, add or drop one, all of them or only some.
 _SHAPE_QUESTION: Final = re.compile(
-    r"\b(?:columns?|fields?)\b"
-    r"|\b(?:which|what)\s+(?:\w+\s+)?(?:attributes?|parameters?|metrics?|measurements?)\b"
+    r"\b(?:which|what)\s+(?:\w+\s+)?"
+    r"(?:columns?|fields?|attributes?|parameters?)\b"
+    r"|\b(?:columns?|fields?)\s+(?:do|would|should|shall)\s+(?:you|i|we)\b"
     r"|\binclude\s+which\b"
+    r"|\b(?:include|add|keep|drop|remove|exclude|export)\s+(?:[\w-]+\s+){0,3}?(?:columns?|fields?)\b"
+    r"|\b(?:all|only|just)\s+(?:of\s+)?(?:the\s+)?(?:[\w-]+\s+)?(?:columns|fields)\b"
     r"|\b(?:should|shall|would|will|do|does)\s+(?:each|every|the)\s+rows?\b"
     r"|\b(?:each|every|one|a|single)\s+row\b"
     r"|\brows?\s+per\b"
@@ -100,6 +102,17 @@ _SHAPE_QUESTION: Final = re.compile(
     r"|\b(?:row|table|column)\s+(?:shape|layout|structure|format|granularity)\b"
     r"|\bformat\s+for\s+(?:the\s+|each\s+)?rows?\b"
     r"|\bgranularity\b|\bwide\s+or\s+long\b|\blong\s+or\s+wide\b",
+    re.IGNORECASE,
+)
+# A reply that says it delivered the file answered; a question after it offers more
+# ("Here is the CSV. Want me to add a unit column?").
+_FILE: Final = r"(?:csv|json|xml|xlsx|excel|spreadsheet|workbook|file|export)"
+_DELIVERED: Final = re.compile(
+    rf"\bhere(?:'s|\s+is|\s+are)\s+(?:the|your)\s+(?:[\w-]+\s+){{0,2}}?{_FILE}s?\b"
+    r"|\bi(?:'ve|\s+have)?\s+(?:exported|created|attached|generated|saved|written|prepared)\b"
+    r"|\bexported\s+(?:all\s+)?(?:\d|as\b|to\b|in\b)"
+    rf"|\b{_FILE}\s+(?:is|are)\s+(?:attached|ready)\b"
+    r"|\bthe\s+file\s+(?:has|contains|holds|includes)\b",
     re.IGNORECASE,
 )
 
@@ -114,7 +127,9 @@ def is_clarification(reply: AssistantMessage | None) -> bool:
     if len(content) > CLARIFICATION_MAX_CHARS:
         return False
     asks_shape = any(_SHAPE_QUESTION.search(q.group()) for q in _QUESTION.finditer(content))
-    return asks_shape and find_table(content) is None
+    if not asks_shape or _DELIVERED.search(content.replace("\u2019", "'")):
+        return False
+    return find_table(content) is None
 
 
 # --- the transition ------------------------------------------------------------------------

@@ -72,6 +72,17 @@ def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -
         "Here is the CSV with one row per sample. Would you like a chart too?",
         "Do you want it as a csv or as json?",
         "Here is the CSV with every column. Shall I also plot the voltage?",
+        # Said after the file was delivered, a question about columns offers more.
+        "Here's the CSV with the columns you asked for, anything else?",
+        "Done! The file has 120 rows and 4 columns. Want me to add a temperature column?",
+        "Your export is ready (timestamp, value). Any questions about these fields?",
+        "I've created the JSON. Let me know if any of the fields look wrong?",
+        "Done, exported as csv. Is the timestamp column in the timezone you expected?",
+        "Exported 96 samples as XML. Should I also create a JSON version with the same fields?",
+        # Columns and fields named, but not asked about.
+        "480 readings from the north field. Should I include readings from the east field?",
+        "Did you know the status field is deprecated?",
+        "Which metrics would you like me to chart next?",
         "I retrieved the data.",
         "",
         None,

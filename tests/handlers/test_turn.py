@@ -306,6 +306,19 @@ def test_clarification_about_columns_in_any_phrasing_carries_the_request() -> No
     assert (outcome.format, outcome.row_source, len(rows)) == ("csv", "prior_turn", 50)
 
 
+def test_a_reply_that_delivered_the_file_is_no_clarification_whatever_it_asks_next() -> None:
+    chat = Chat()
+    chat.user("Create a csv of the battery history")
+    chat.tools(("get_battery", samples(50)))
+    chat.reply("Here's the CSV with the timestamp and value columns, anything else?")
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan) and len(rows) == 50
+    chat.user("no thanks, that's all")
+    chat.reply("You're welcome.")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_request"
+
+
 def test_second_clarification_on_a_carried_request_is_clarification_limit() -> None:
     chat = Chat()
     chat.user("create a csv")
