@@ -17,7 +17,7 @@ Every function here is deterministic: redelivery and replay reach the same answe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -227,16 +227,26 @@ def _choose(
     return FetchReachBack(reaching, chosen)
 
 
-def _data_names(considered: Considered, window_refs: Sequence[ResultRef]) -> GroupNames:
-    """The groups whose words a data-naming cue may name: the turn's own, or, when the turn
-    called nothing (a reach-back, the answer to a clarification), the one group of the
-    window a reach-back would export. A cue that names some other group of the window asks
-    for a computation: "average" in an earlier lookup's arguments does not make the
-    readings reach-back exports an average. Phase 1 reads nothing: asking costs no I/O."""
+def _data_names(
+    considered: Considered, window_refs: Sequence[ResultRef]
+) -> Callable[[frozenset[str]], bool]:
+    """Whether words name the data a data-naming cue may name: the turn's own groups, or,
+    when the turn called nothing (a reach-back, the answer to a clarification), the one
+    group of the window a reach-back would export. A cue that names some other group of the
+    window asks for a computation: "average" in an earlier lookup's arguments does not make
+    the readings reach-back exports an average. That group is phase 1's choice, from
+    citations in hand, made only once a request holds such a cue."""
     if considered.current:
         return GroupNames(considered.current)
-    chosen = scan(window_refs, considered.subject).chosen
-    return GroupNames([chosen] if chosen is not None else [])
+    chosen: list[GroupNames] = []
+
+    def names_data(words: frozenset[str]) -> bool:
+        if not chosen:
+            winner = scan(window_refs, considered.subject).chosen
+            chosen.append(GroupNames([winner] if winner is not None else []))
+        return chosen[0](words)
+
+    return names_data
 
 
 def _why(request: ExportRequest, collector: RowCollector) -> ExportSelection:
