@@ -277,15 +277,11 @@ class TurnHandler:
         data = b"".join(chunks)
         del chunks  # one copy of the bytes while parsing (msgspec makes no str of them)
         try:
-            value = parse_artifact_json(data)
+            return Artifact.model_validate(parse_artifact_json(data))
+        except msgspec.ValidationError as exc:  # JSON, but not an artifact (parsing raises none)
+            raise PermanentError("artifact_invalid", _invalid(f"artifact {path}", exc)) from None
         except ValueError:
             raise PermanentError("artifact_invalid", f"artifact {path} is not JSON") from None
-        except RecursionError:
-            raise _too_deep(path) from None
-        try:
-            return Artifact.model_validate(value)
-        except msgspec.ValidationError as exc:
-            raise PermanentError("artifact_invalid", _invalid(f"artifact {path}", exc)) from None
         except RecursionError:
             raise _too_deep(path) from None
 
