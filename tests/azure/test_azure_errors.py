@@ -48,6 +48,7 @@ TRANSIENT = [
     cosmos.CosmosHttpResponseError(status_code=429, message="throttled"),
     http_error(429),
     http_error(408),
+    cosmos.CosmosHttpResponseError(status_code=449, message="retry with"),  # concurrent write
     http_error(500),
     http_error(503, "ServerBusy"),
     core.ServiceRequestError("connect failed"),

@@ -14,7 +14,7 @@ ports promise (`worker/ports/errors.py`):
 - missing document, blob or message (404)                  -> NotFound
 - ETag mismatch (412), already exists (409), lost block list -> Conflict
 - message or session lock expired or taken, message already settled -> LockLost
-- throttled (429), 408, 5xx, connection and read failures,
+- throttled (429), 408, Cosmos DB's "retry with" (449), 5xx, connection and read failures,
   our deadline, SDK operation timeouts, retryable Service Bus errors -> TransientError
 - refused by Cosmos DB or Blob Storage (401, 403)            -> TransientError
 
@@ -59,7 +59,9 @@ BLOB_STORAGE: Final = "Blob Storage"
 COSMOS_DB: Final = "Cosmos DB"
 SERVICE_BUS: Final = "Service Bus"
 
-_TRANSIENT_STATUS = frozenset({408, 429})
+# 449: Cosmos DB's "retry with", a write that met a concurrent one and is safe to repeat;
+# its SDK retries 429 and reads itself, never a write.
+_TRANSIENT_STATUS = frozenset({408, 429, 449})
 # Refused: a role not yet propagated, a rotated key (the module's docstring).
 _REFUSED_STATUS = frozenset({401, 403})
 _CONFLICT_STATUS = frozenset({409, 412})
