@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from test_turn import Chat, decision_of, drive
+from test_turn import decision_of, drive
 
 from handlers import relevance
 from handlers import turn as story
@@ -25,6 +25,7 @@ from handlers.relevance import (
 )
 from handlers.selection import ResultRef
 from schemas.documents import CompactCitation
+from tests.chat import Chat
 
 
 # --- words ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import pytest
 from handlers import turn as story
 from handlers.errors import PermanentError, RetryableError
 from handlers.serialisers.csv_file import PlainCsvBatch
-from tests.handlers.test_turn import CID, Chat, samples
+from tests.chat import CID, Chat, samples
 from worker.digest_file import DigestFile
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
