@@ -447,13 +447,31 @@ def _is_sentence_before(header: _Record, body: list[_Record]) -> bool:
 def _is_sentence_after(last: _Record, rows: list[_Record]) -> bool:
     """Whether a block's last record is a sentence below it: in a column where every row
     above shows a value, it runs to several words, and it shows no value where they do (a
-    total's figure, a dated note: a row)."""
+    total's figure, a dated note: a row). Below a table of text, a sign-off: its first cell
+    opens with a word that speaks to the reader and runs to several words where every row
+    above holds a short name ("Hope this helps, let me know" under `d1,Paris`)."""
     if not _reads_like_a_sentence(last):
         return False
+    if _signs_off(last, rows):
+        return True
     valued = [j for j in range(len(last.cells)) if all(shows_a_value(r.cells[j]) for r in rows)]
     if any(shows_a_value(last.cells[j]) for j in valued):
         return False
     return any(words >= _SENTENCE_CELL_WORDS and j in valued for j, words in _unquoted_words(last))
+
+
+def _signs_off(last: _Record, rows: list[_Record]) -> bool:
+    """Whether the record's first cell opens with a word of _SPEECH and runs to several words
+    in a column of short names."""
+    first = last.cells[0]
+    if last.quoted[0] or _words(first) < _SENTENCE_CELL_WORDS:
+        return False
+    opening = _SPEECH_WORD.match(first.lstrip().lower().replace("\u2019", "'"))
+    return (
+        opening is not None
+        and opening.group() in _SPEECH
+        and all(_words(row.cells[0]) <= _SHORT_CELL_WORDS for row in rows)
+    )
 
 
 def _reads_like_a_sentence(record: _Record) -> bool:

@@ -210,6 +210,38 @@ def test_unfenced_csv_rows_and_headers_with_words_stay_in_the_block(
     assert table is not None and table.columns == columns and table.rows[-1] == last
 
 
+@pytest.mark.parametrize(
+    "sign_off",
+    [
+        "Hope this helps, let me know if you need more",
+        "Hope this helps, cheers",
+        "Let me know, if you want the other sites",
+        "I\u2019ve listed every device, tell me if one is missing",
+    ],
+)
+def test_unfenced_csv_sign_off_below_a_table_of_text_is_prose_not_a_row(sign_off: str) -> None:
+    # No column shows a value, so a sentence is told by its opening word over short names.
+    reply = f"device,location\nd1,Paris\nd2,Berlin\n{sign_off}\n"
+    assert find_table(reply) == Table(
+        columns=("device", "location"), rows=(("d1", "Paris"), ("d2", "Berlin"))
+    )
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        ("Carol", "I will be late today"),  # speaks, but its first cell is a name
+        ("Carol Ann Smith", "please call back"),  # a long name that speaks to no one
+        ("Here and there", "Lyon, Nice"),  # quoted below: not a sentence of ", " cells
+    ],
+)
+def test_unfenced_csv_last_row_of_a_table_of_text_stays_a_row(last: tuple[str, str]) -> None:
+    cells = [f'"{cell}"' if "," in cell else cell for cell in last]
+    reply = "name,note\nAlice,ok\nBob,fine\n" + ",".join(cells) + "\n"
+    table = find_table(reply)
+    assert table is not None and table.columns == ("name", "note") and table.rows[-1] == last
+
+
 def test_sentence_with_the_headers_cell_count_is_not_a_row() -> None:
     reply = "timestamp,parameter,value\n00:00,V1,12.45\nThe rest, as usual, follows.\n"
     table = find_table(reply)
