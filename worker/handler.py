@@ -11,7 +11,7 @@ returns.
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -211,8 +211,8 @@ class TurnHandler:
             try:
                 newest_first.append(_message(document))
             except PermanentError:
-                if document.get("id") in (event.user_message_id, event.reply_message_id):
-                    raise
+                if _of_the_turn(document, event):
+                    raise  # its calls or results would vanish and the turn reach back
                 skipped = str(document.get("id"))[:128]
                 log.warning("stored_message_skipped", skipped_message_id=skipped)
                 continue
@@ -430,6 +430,17 @@ def _message(document: Any) -> Message:
         return parse_message(document)
     except msgspec.ValidationError as exc:
         raise PermanentError("schema_invalid", _invalid("stored message", exc)) from None
+
+
+def _of_the_turn(document: Any, event: TurnCompleted) -> bool:
+    """Whether a stored document that does not parse belongs to the event's turn (its user
+    message, its reply, or a message between them that is not deleted): the turn cannot be
+    decided without it. A malformed message of an earlier turn is skipped instead."""
+    if not isinstance(document, Mapping):
+        return False
+    if document.get("id") in (event.user_message_id, event.reply_message_id):
+        return True
+    return document.get("turn_id") == event.turn_id and document.get("deleted") is not True
 
 
 def _invalid(what: str, exc: msgspec.ValidationError) -> str:

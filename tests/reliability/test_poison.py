@@ -346,6 +346,22 @@ def store_cases() -> list[Case]:
     )
     c.send(event)
 
+    # The turn's own calls stored OpenAI-style (arguments as a JSON string): skipping the
+    # message would lose its calls, and the turn would export an earlier turn's rows.
+    c = case("malformed_tool_call_message_of_the_turn", "schema_invalid")
+    c.conversation()
+    event = c.turn(result=rows())
+    c.messages[1]["tool_calls"][0]["arguments"] = '{"day": "today"}'
+    c.send(event)
+
+    # Deleted, the same message is invisible whatever it holds: the turn has no rows.
+    c = case("malformed_deleted_message_of_the_turn", "decision:no_rows")
+    c.conversation()
+    event = c.turn(result=rows())
+    c.messages[1]["tool_calls"][0]["arguments"] = '{"day": "today"}'
+    c.messages[1]["deleted"] = True
+    c.send(event)
+
     # A turn that is all there, whose id cannot be a folder of the export's path: refused
     # when the event is read, not after the turn ran to the blob write.
     c = case("turn_id_that_cannot_be_a_folder", "schema_invalid")
