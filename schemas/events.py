@@ -98,6 +98,12 @@ def parse_turn_completed(body: bytes | str) -> TurnCompleted:
         event = TurnCompleted.model_validate(value)
     except msgspec.ValidationError as exc:
         raise InvalidEvent(first_error(exc, "body")) from None
+    for field in _TEXT_FIELDS:
+        try:
+            getattr(event, field).encode("utf-8")
+        except UnicodeEncodeError:
+            # JSON lets "\ud800" stand alone; no store key, path or event can hold it.
+            raise InvalidEvent(f"field {field!r}: holds a lone surrogate, not text") from None
     for field in PATH_ID_FIELDS:
         problem = path_folder_problem(getattr(event, field))
         if problem is not None:
@@ -106,6 +112,18 @@ def parse_turn_completed(body: bytes | str) -> TurnCompleted:
             )
     return event
 
+
+# The event's text fields: every one becomes a store key, a path, a log field or a field of
+# the event out.
+_TEXT_FIELDS = (
+    "event_id",
+    "occurred_at",
+    "conversation_id",
+    "user_id",
+    "turn_id",
+    "user_message_id",
+    "reply_message_id",
+)
 
 # The ids that name folders of the export's blob path, `exports/{conversation_id}/{turn_id}/…`
 # (docs/contract/files.md).

@@ -97,6 +97,18 @@ def test_an_id_that_cannot_name_a_folder_of_the_blob_path_is_invalid(
         assert value not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "field", ["event_id", "conversation_id", "user_id", "turn_id", "reply_message_id"]
+)
+def test_an_id_holding_a_lone_surrogate_is_invalid_not_a_bug(field: str) -> None:
+    """JSON may escape a lone surrogate; no store key or path can hold one, so the event
+    is refused when read (schema_invalid) instead of failing the first store call."""
+    body = json.dumps({**GOOD, field: "c\ud800"})  # the escape stays in the JSON text
+    assert "\\ud800" in body
+    with pytest.raises(InvalidEvent, match=f"'{field}'.*lone surrogate"):
+        parse_turn_completed(body)
+
+
 @pytest.mark.parametrize("value", ["conv/a", "a/b/c", ".hidden", "a..b", "...", "x y"])
 def test_an_id_with_slashes_or_dots_inside_its_parts_stays_valid(value: str) -> None:
     event = parse_turn_completed(json.dumps({**GOOD, "conversation_id": value, "turn_id": value}))
