@@ -101,6 +101,8 @@ def export_published(record: TurnRecord) -> ExportPublished:
     """The export.published event a published record announces (the same every time)."""
     entry = _export_of(record)
     return ExportPublished(
+        type="export.published",
+        version=1,
         event_id="evt_" + hashlib.sha256(entry.export_id.encode()).hexdigest()[:24],
         occurred_at=record.processed_at,
         conversation_id=record.conversation_id,

@@ -42,7 +42,13 @@ class TurnCompleted(Model, frozen=True, kw_only=True):
     turn_id: _PathId
     user_message_id: _Id
     reply_message_id: _Id
-    history_limit: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    history_limit: Annotated[
+        Annotated[int, msgspec.Meta(ge=0)] | None,
+        msgspec.Meta(
+            description="Messages of history the window keeps; absent or null: the worker's "
+            "HISTORY_LIMIT_DEFAULT (10 unless set), capped at its HISTORY_LIMIT_MAX (40)."
+        ),
+    ] = None
 
     def effective_history_limit(self, default: int, cap: int) -> int:
         """The history limit the window uses: the event's, else the default, capped."""
@@ -53,8 +59,8 @@ class TurnCompleted(Model, frozen=True, kw_only=True):
 class ExportPublished(Model, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """`export.published` v1: a file is ready; message id = export_id."""
 
-    type: Literal["export.published"] = "export.published"
-    version: Literal[1] = 1
+    type: Literal["export.published"]  # required: a consumer tells a v1 event by them
+    version: Literal[1]
     event_id: str
     occurred_at: str
     conversation_id: str

@@ -15,7 +15,7 @@ from schemas.documents import (
     UserMessage,
     parse_message,
 )
-from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
+from schemas.events import ExportPublished, InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.generate import HERE, SCHEMA_FILES, render
 from schemas.records import ExportEntry
 from schemas.validation import first_error
@@ -32,6 +32,35 @@ GOOD = {
     "reply_message_id": "m2",
     "history_limit": 10,
 }
+
+
+@pytest.mark.parametrize("field", ["type", "version"])
+def test_export_published_without_its_type_or_version_is_no_v1_event(field: str) -> None:
+    """A consumer tells a v1 event by them: the shipped schema and the model require both."""
+    schema = json.loads((HERE / "export_published.v1.schema.json").read_text(encoding="utf-8"))
+    definition = schema["$defs"]["ExportPublished"] if "$defs" in schema else schema
+    assert field in definition["required"]
+    body = {
+        "type": "export.published",
+        "version": 1,
+        "event_id": "e",
+        "occurred_at": "2026-11-20T09:00:00Z",
+        "conversation_id": "c",
+        "user_id": "u",
+        "turn_id": "t",
+        "export_id": "x",
+        "format": "csv",
+        "file_name": "f.csv",
+        "blob": "exports/c/t/x.csv",
+        "row_count": 1,
+        "columns": ["a"],
+        "row_source": "action_rows",
+        "truncated": False,
+    }
+    ExportPublished.model_validate(body)
+    del body[field]
+    with pytest.raises(msgspec.ValidationError, match=field):
+        ExportPublished.model_validate(body)
 
 
 def test_schema_files_match_the_models() -> None:
