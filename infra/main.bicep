@@ -50,7 +50,7 @@ param publishedSubscriptionName string = 'chat-service'
 @minValue(1)
 param maxAttempts int = 5
 
-@description('Service Bus delivery limit: above maxAttempts, so the broker only dead-letters what the worker could not (crashes, lost locks).')
+@description('Service Bus delivery limit: above maxAttempts, so the broker only dead-letters what the worker could not (crashes, lost locks). Raised to maxAttempts + 1 when set lower.')
 @minValue(2)
 param maxDeliveryCount int = 10
 
@@ -199,7 +199,9 @@ resource turnQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' =
     requiresSession: true
     // The worker renews every third of it: one parameter for both (workerSettings below).
     lockDuration: 'PT${lockDurationSeconds}S'
-    maxDeliveryCount: maxDeliveryCount
+    // Never at or below maxAttempts: the broker would dead-letter first, and the turn's own
+    // reason (conversation_not_found, ...) would be lost to MaxDeliveryCountExceeded.
+    maxDeliveryCount: max(maxDeliveryCount, maxAttempts + 1)
     deadLetteringOnMessageExpiration: true
     defaultMessageTimeToLive: 'P14D'
     // Off on purpose: `dlq replay` re-sends with the same message id.

@@ -1,8 +1,8 @@
 """Values of a Bicep template as deployed with its parameters' defaults, computed from the
 pycep-parser tree: enough of Bicep's expressions for the tests to read what the template
-sets (literals, parameters, variables, interpolation, string(), concat(), items() and
-for-expressions, property access). A value that only exists once resources do (an
-endpoint, a principal id) is `UNKNOWN`.
+sets (literals, parameters, variables, interpolation, string(), concat(), items(), max()
+and min() and + of integers, for-expressions, property access). A value that only exists
+once resources do (an endpoint, a principal id) is `UNKNOWN`.
 """
 
 from __future__ import annotations
@@ -95,9 +95,15 @@ class Template:
             return [item for arg in args for item in arg]
         if kind == "items":
             return [{"key": k, "value": v} for k, v in sorted(args[0].items())]
+        if kind in ("max", "min") and all(type(arg) is int for arg in args):
+            return max(args) if kind == "max" else min(args)
         return UNKNOWN
 
     def _operator(self, operator: dict[str, Any], scope: dict[str, Any]) -> Any:
+        if operator["type"] == "add":
+            left = self.value(operator["operands"]["operand_1"], scope)
+            right = self.value(operator["operands"]["operand_2"], scope)
+            return left + right if type(left) is int and type(right) is int else UNKNOWN
         # `a.b.c` comes right-nested: accessor(a, accessor(b, c)).
         if operator["type"] != "property_accessor":
             return UNKNOWN

@@ -109,7 +109,11 @@ def test_the_templates_worker_settings_lock_and_delivery_count_agree_with_the_co
             "param sessionIdleSeconds string = '1.0'",
             "SESSION_IDLE_SECONDS",
         ),
-        ("param maxDeliveryCount int = 10", "param maxDeliveryCount int = 5", "maxDeliveryCount"),
+        (
+            "maxDeliveryCount: max(maxDeliveryCount, maxAttempts + 1)",
+            "maxDeliveryCount: maxAttempts",
+            "maxDeliveryCount",
+        ),
         ("lockDuration: 'PT${lockDurationSeconds}S'", "lockDuration: 'PT2M'", "lockDuration"),
         (
             "  MAX_ATTEMPTS: string(maxAttempts)",
@@ -124,6 +128,20 @@ def test_a_drifted_value_is_reported(original: str, drifted: str, complaint: str
     assert text.count(original) == 1
     found = mismatches(Template(text.replace(original, drifted)))
     assert any(complaint in line for line in found), found
+
+
+@pytest.mark.parametrize(("attempts", "limit", "deployed"), [(5, 10, 10), (12, 10, 13), (9, 2, 10)])
+def test_the_queues_delivery_limit_stays_above_max_attempts_whatever_is_deployed(
+    attempts: int, limit: int, deployed: int
+) -> None:
+    text = BICEP.read_text(encoding="utf-8")
+    for original, changed in (
+        ("param maxAttempts int = 5", f"param maxAttempts int = {attempts}"),
+        ("param maxDeliveryCount int = 10", f"param maxDeliveryCount int = {limit}"),
+    ):
+        assert text.count(original) == 1
+        text = text.replace(original, changed)
+    assert Template(text).resource("turnQueue")["properties"]["maxDeliveryCount"] == deployed
 
 
 def test_the_lock_duration_is_written_once_for_the_queue_and_the_worker() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +54,19 @@ def test_the_azure_backend_names_every_missing_setting_before_it_connects() -> N
     assert refusal(servicebus_connection_string=EMULATOR) == (
         f"set EXPORT_WORKER_COSMOS_ENDPOINT; {blob}"
     )
+
+
+def test_the_local_backend_refuses_more_attempts_than_its_queue_delivers(tmp_path: Path) -> None:
+    # Past the queue's limit, it dead-letters first (MaxDeliveryCountExceeded) and the turn's
+    # own reason is lost: refused before a message is taken.
+    from worker.backends import open_backend
+    from worker.environment import SettingsError
+    from worker.local.queue import MAX_DELIVERY_COUNT
+
+    def opened(attempts: int) -> None:
+        settings = Settings(env_file=None, home=tmp_path, max_attempts=attempts)
+        asyncio.run(open_backend(settings))
+
+    opened(MAX_DELIVERY_COUNT)
+    with pytest.raises(SettingsError, match=f"MAX_ATTEMPTS must be at most {MAX_DELIVERY_COUNT}"):
+        opened(MAX_DELIVERY_COUNT + 1)
