@@ -402,7 +402,7 @@ class LocalSession:
                 " dead_lettered_at = ? WHERE sequence_number = ?",
                 (
                     MAX_DELIVERY_REASON,
-                    f"delivered {row['delivery_count']} times without being settled",
+                    f"delivered {row['delivery_count']} times, never completed or dead-lettered",
                     rfc3339(now),
                     row["sequence_number"],
                 ),
