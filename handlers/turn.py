@@ -140,6 +140,9 @@ def start(inp: TurnInput) -> Phase:
     table = find_table(reply.content or "") if reply is not None else None
     # paired_calls pairs what it is given: the turn's own messages need no pairing first.
     current_refs = [r for r in _result_refs(visible(current)) if r.artifact is not None]
+    # Every path of the turn, read or not: a turn naming a foreign one ends not_authorized
+    # whichever way it is decided (an earlier turn's paths: when reach-back would read them).
+    _confined(inp, current_refs)
     considered = Considered.current_turn(current_refs, subject_words(step.request_text))
     request = ExportRequest(facts, fmt, table, considered)
     window_refs = _result_refs(history_window(visible(earlier), inp.history_limit))
@@ -151,9 +154,6 @@ def start(inp: TurnInput) -> Phase:
         return _plan(inp, request, "assistant_table", table, None, why)
 
     fetch, deferred = _dominant_first(current_refs)
-    fetch = _confined(inp, fetch)
-    if deferred is not None:
-        deferred = replace(deferred, refs=_confined(inp, deferred.refs))
     return FetchCurrentTurn(request, fetch, deferred, tuple(window_refs))
 
 
@@ -341,7 +341,8 @@ def _dominant_first(
 
 
 def _confined(inp: TurnInput, refs: Sequence[ResultRef]) -> tuple[ResultRef, ...]:
-    """The refs to fetch; a path outside the conversation's artifacts is never read."""
+    """The refs, each path checked: one outside the conversation's artifacts is never read
+    (PermanentError not_authorized)."""
     cid = inp.event.conversation_id
     for ref in refs:
         assert ref.artifact is not None

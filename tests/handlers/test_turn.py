@@ -591,6 +591,29 @@ def test_artifact_outside_the_conversation_is_not_authorized_and_not_read() -> N
     assert caught.value.reason == "not_authorized"
 
 
+@pytest.mark.parametrize("unread", ["derived_from_the_reply_table", "lookup_left_by_dominance"])
+def test_artifact_outside_the_conversation_ends_the_turn_even_where_it_would_not_be_read(
+    unread: str,
+) -> None:
+    # The same turn ended not_authorized on one branch and published on another.
+    chat = Chat()
+    if unread == "derived_from_the_reply_table":
+        chat.user("summarize per hour and export as csv")
+        chat.tools(("list_x", samples(60)))
+        chat.reply("| hour | avg |\n|---|---|\n| 00 | 12.01 |\n| 01 | 12.02 |")
+        foreign = 0
+    else:
+        chat.user("create a csv of the readings")
+        chat.tools(("list_sites", samples(2)), ("list_readings", samples(900)))
+        chat.reply("Done.")
+        foreign = 0  # the 2-row lookup: dominance defers it, and it is never read
+    results = chat.messages[-2]["results"]
+    results[foreign]["artifact"] = "artifacts/other_conv/t1/call_1.json"
+    with pytest.raises(PermanentError) as caught:
+        drive(chat.messages, chat.artifacts, chat.event())
+    assert caught.value.reason == "not_authorized"
+
+
 def test_nothing_anywhere_is_no_rows() -> None:
     chat = Chat()
     chat.user("create a csv")
