@@ -420,6 +420,9 @@ _SPEECH: Final = frozenset(
      "we've", "we'll", "you", "your", "you'll", "you're"}
 )  # fmt: skip
 _SPEECH_WORD: Final = re.compile(r"[a-z]+(?:'[a-z]+)?")
+# A sign-off below a table of text opens with one of these and names its reader.
+_SIGN_OFF: Final = frozenset({"hope", "hopefully", "let", "please", "thanks", "thank", "feel"})
+_READER: Final = frozenset({"me", "you", "your", "us"})
 _SENTENCE_WORDS: Final = 4  # words in the whole line
 _SENTENCE_CELL_WORDS: Final = 3  # words in the cell that does not fit its column
 _SHORT_CELL_WORDS: Final = 2  # the most words of a column of names or values
@@ -447,29 +450,33 @@ def _is_sentence_before(header: _Record, body: list[_Record]) -> bool:
 def _is_sentence_after(last: _Record, rows: list[_Record]) -> bool:
     """Whether a block's last record is a sentence below it: in a column where every row
     above shows a value, it runs to several words, and it shows no value where they do (a
-    total's figure, a dated note: a row). Below a table of text, a sign-off: its first cell
-    opens with a word that speaks to the reader and runs to several words where every row
-    above holds a short name ("Hope this helps, let me know" under `d1,Paris`)."""
+    total's figure, a dated note: a row). Below a table of text (no column of values), a
+    sign-off: its first cell opens with a sign-off verb and runs to several words where
+    every row above holds a short name, and it asks the reader ("Hope this helps, let me
+    know" under `d1,Paris`; "Let It Be, The Beatles" stays a row)."""
     if not _reads_like_a_sentence(last):
         return False
-    if _signs_off(last, rows):
-        return True
     valued = [j for j in range(len(last.cells)) if all(shows_a_value(r.cells[j]) for r in rows)]
+    if not valued:
+        return _signs_off(last, rows)
     if any(shows_a_value(last.cells[j]) for j in valued):
         return False
     return any(words >= _SENTENCE_CELL_WORDS and j in valued for j, words in _unquoted_words(last))
 
 
 def _signs_off(last: _Record, rows: list[_Record]) -> bool:
-    """Whether the record's first cell opens with a word of _SPEECH and runs to several words
-    in a column of short names."""
+    """Whether the record's first cell opens with a sign-off verb and runs to several words
+    in a column of short names, and the record names its reader (me, you, us): titles and
+    names open with "Let", "Please" or "I" too, and rarely ask anything of anyone."""
     first = last.cells[0]
     if last.quoted[0] or _words(first) < _SENTENCE_CELL_WORDS:
         return False
-    opening = _SPEECH_WORD.match(first.lstrip().lower().replace("\u2019", "'"))
+    spoken = _SPEECH_WORD.findall(last.text.lower().replace("\u2019", "'"))
     return (
-        opening is not None
-        and opening.group() in _SPEECH
+        bool(spoken)
+        and first.lstrip().lower().startswith(spoken[0])
+        and spoken[0] in _SIGN_OFF
+        and not _READER.isdisjoint(spoken[1:])
         and all(_words(row.cells[0]) <= _SHORT_CELL_WORDS for row in rows)
     )
 

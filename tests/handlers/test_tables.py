@@ -214,13 +214,14 @@ def test_unfenced_csv_rows_and_headers_with_words_stay_in_the_block(
     "sign_off",
     [
         "Hope this helps, let me know if you need more",
-        "Hope this helps, cheers",
         "Let me know, if you want the other sites",
-        "I\u2019ve listed every device, tell me if one is missing",
+        "Please let me know, if one is missing",
+        "Thanks for asking, tell me if you need more",
     ],
 )
 def test_unfenced_csv_sign_off_below_a_table_of_text_is_prose_not_a_row(sign_off: str) -> None:
-    # No column shows a value, so a sentence is told by its opening word over short names.
+    # No column shows a value, so a sentence is told by its opening verb over short names
+    # and by asking its reader.
     reply = f"device,location\nd1,Paris\nd2,Berlin\n{sign_off}\n"
     assert find_table(reply) == Table(
         columns=("device", "location"), rows=(("d1", "Paris"), ("d2", "Berlin"))
@@ -233,13 +234,32 @@ def test_unfenced_csv_sign_off_below_a_table_of_text_is_prose_not_a_row(sign_off
         ("Carol", "I will be late today"),  # speaks, but its first cell is a name
         ("Carol Ann Smith", "please call back"),  # a long name that speaks to no one
         ("Here and there", "Lyon, Nice"),  # quoted below: not a sentence of ", " cells
+        # Titles and names open with the words a sign-off does, and ask nothing of anyone.
+        ("Let It Be", "The Beatles"),
+        ("I Will Survive", "Gloria Gaynor"),
+        ("We Will Rock You", "Queen"),
+        ("There Will Be Blood", "P. T. Anderson"),
+        ("Please confirm budget", "Carol"),
+        ("Hope this helps", "cheers"),  # a sign-off, maybe, but it names no reader
     ],
 )
 def test_unfenced_csv_last_row_of_a_table_of_text_stays_a_row(last: tuple[str, str]) -> None:
     cells = [f'"{cell}"' if "," in cell else cell for cell in last]
-    reply = "name,note\nAlice,ok\nBob,fine\n" + ",".join(cells) + "\n"
+    reply = "name, note\nAlice, ok\nBob, fine\n" + ", ".join(cells) + "\n"
     table = find_table(reply)
     assert table is not None and table.columns == ("name", "note") and table.rows[-1] == last
+
+
+@pytest.mark.parametrize(
+    "last", [("My Fair Lady", "1964"), ("Let It Be", "80"), ("Here is the total", "460")]
+)
+def test_unfenced_csv_last_row_opening_like_a_sign_off_over_values_stays_a_row(
+    last: tuple[str, str],
+) -> None:
+    # A column of values below: the sign-off rule is for tables of text only.
+    reply = "title, figure\nCasablanca, 1942\nVertigo, 1958\n" + ", ".join(last) + "\n"
+    table = find_table(reply)
+    assert table is not None and table.rows[-1] == last
 
 
 def test_sentence_with_the_headers_cell_count_is_not_a_row() -> None:
