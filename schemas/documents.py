@@ -119,4 +119,7 @@ def parse_message(document: Any) -> Message:
         raise msgspec.ValidationError(
             "Expected `str` of 'user', 'assistant', 'tool' or 'system' - at `$.role`"
         )
+    if role == "assistant" and "tool_calls" in document and document["tool_calls"] is None:
+        # How chat APIs write an assistant message that called nothing: no calls.
+        document = {k: v for k, v in document.items() if k != "tool_calls"}
     return kind.model_validate(document)

@@ -205,17 +205,20 @@ class TurnHandler:
         except NotFound:
             raise RetryableError("turn_not_found", "the turn's reply is not visible") from None
         newest_first: list[Message] = []
+        in_turn = True  # until the turn's user message is read (newest first)
         enough = story.HistoryRead(event.user_message_id, history_limit)
         cap = MAX_MESSAGES_READ
         async for document in store.history(event.conversation_id, reply.seq):
             try:
                 newest_first.append(_message(document))
             except PermanentError:
-                if _of_the_turn(document, event):
+                if _of_the_turn(document, event, in_turn):
                     raise  # its calls or results would vanish and the turn reach back
                 skipped = str(document.get("id"))[:128]
                 log.warning("stored_message_skipped", skipped_message_id=skipped)
                 continue
+            if newest_first[-1].id == event.user_message_id:
+                in_turn = False
             if enough.add(newest_first[-1]):
                 break
             if len(newest_first) >= cap:
@@ -432,15 +435,22 @@ def _message(document: Any) -> Message:
         raise PermanentError("schema_invalid", _invalid("stored message", exc)) from None
 
 
-def _of_the_turn(document: Any, event: TurnCompleted) -> bool:
-    """Whether a stored document that does not parse belongs to the event's turn (its user
-    message, its reply, or a message between them that is not deleted): the turn cannot be
-    decided without it. A malformed message of an earlier turn is skipped instead."""
+def _of_the_turn(document: Any, event: TurnCompleted, in_turn: bool) -> bool:
+    """Whether a stored document that does not parse is one the turn cannot be decided
+    without: its user message, its reply, or an assistant or tool message between them
+    (`in_turn`: read before the user message, newest first) of its turn id and not deleted,
+    whose calls or results would otherwise vanish. Any other (a system message, an unknown
+    role, a `deleted` that is no boolean, an earlier turn's) is skipped with a warning."""
     if not isinstance(document, Mapping):
         return False
     if document.get("id") in (event.user_message_id, event.reply_message_id):
         return True
-    return document.get("turn_id") == event.turn_id and document.get("deleted") is not True
+    return (
+        in_turn
+        and document.get("turn_id") == event.turn_id
+        and document.get("role") in ("assistant", "tool")
+        and document.get("deleted", False) is False
+    )
 
 
 def _invalid(what: str, exc: msgspec.ValidationError) -> str:

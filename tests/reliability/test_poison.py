@@ -362,6 +362,66 @@ def store_cases() -> list[Case]:
     c.messages[1]["deleted"] = True
     c.send(event)
 
+    # Malformed messages of the turn's id that hold no call or result it needs: skipped
+    # with a warning, the turn published from its rows. Each goes in just before the reply
+    # (or, for an earlier turn sharing the id, before the user message).
+    extras: dict[str, dict[str, Any]] = {
+        "system_message_with_content_parts": {"role": "system", "content": [{"text": "x"}]},
+        "system_message_deleted_null": {"role": "system", "content": "x", "deleted": None},
+        "draft_deleted_as_text": {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c9", "name": "x", "arguments": "{}"}],
+            "deleted": "true",
+        },
+        "developer_role_message": {"role": "developer", "content": "be brief"},
+        "earlier_message_sharing_the_turn_id": {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c9", "name": "x", "arguments": "{}"}],
+        },
+    }
+    for kind, extra in extras.items():
+        c = case(f"malformed_{kind}_is_skipped", "decision:published")
+        c.conversation()
+        event = c.turn(result=rows())
+        at = 0 if kind.startswith("earlier") else 3
+        c.messages.insert(
+            at,
+            {
+                "id": f"msg_{c.turn_id}_extra",
+                "conversation_id": c.cid,
+                "turn_id": c.turn_id,
+                "created_at": AT,
+                **extra,
+            },
+        )
+        for seq, m in enumerate(c.messages, start=1):
+            m["seq"] = seq
+        c.send(event)
+        c.check = lambda o, c: _rows_in_file(o, c, 12, ["n", "label", "value"])
+
+    # An assistant note between the calls and the reply, written as chat APIs write one
+    # that called nothing: no calls, not malformed.
+    c = case("assistant_note_with_tool_calls_null", "decision:published")
+    c.conversation()
+    event = c.turn(result=rows())
+    c.messages.insert(
+        3,
+        {
+            "id": f"msg_{c.turn_id}_note",
+            "conversation_id": c.cid,
+            "turn_id": c.turn_id,
+            "role": "assistant",
+            "content": "Let me fetch that.",
+            "tool_calls": None,
+            "created_at": AT,
+        },
+    )
+    for seq, m in enumerate(c.messages, start=1):
+        m["seq"] = seq
+    c.send(event)
+
     # A turn that is all there, whose id cannot be a folder of the export's path: refused
     # when the event is read, not after the turn ran to the blob write.
     c = case("turn_id_that_cannot_be_a_folder", "schema_invalid")
