@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from worker.call_retries import with_call_retries
-from worker.environment import SettingsError
 from worker.ports import Backend
 from worker.retry_policy import RetryPolicy
 from worker.settings import Settings
@@ -22,16 +21,6 @@ async def open_backend(
     settings: Settings, *, inject: Callable[[Backend], Backend] | None = None
 ) -> Backend:
     """The adapters the settings name, opened, as the worker's ports."""
-    if settings.backend == "local":
-        from worker.local.queue import MAX_DELIVERY_COUNT
-
-        if settings.max_attempts > MAX_DELIVERY_COUNT:
-            # The queue would dead-letter first, as MaxDeliveryCountExceeded: the turn's own
-            # reason (conversation_not_found, ...) would be lost.
-            raise SettingsError(
-                f"invalid settings: {settings.PREFIX}MAX_ATTEMPTS must be at most "
-                f"{MAX_DELIVERY_COUNT} on the local backend (its queue's delivery limit)"
-            )
     backend = await open_adapters(settings)
     if inject is not None:
         backend = inject(backend)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from worker.backends import open_backend
 from worker.checkpoints import Checkpoint, no_checkpoint
+from worker.environment import SettingsError
 from worker.health import Readiness
 from worker.logs import get_logger
 from worker.operations import Operations, operations_endpoint, reachability_check
@@ -37,6 +38,7 @@ async def serve(
     inject: Callable[[Backend], Backend] | None = None,
 ) -> RunStats:
     """Run the worker until stopped (or drained), reporting to `operations`."""
+    check_attempts(settings)
     if concurrency is not None:
         # The queue bounds the sessions it holds by the concurrency (worker/azure/sessions.py).
         settings = settings.replace(concurrency=concurrency)
@@ -86,3 +88,19 @@ class BuiltOnFirstMessage:
         if self._handler is None:
             self._handler = self._build()  # no await in between: built once
         return await self._handler.handle(message)
+
+
+def check_attempts(settings: Settings) -> None:
+    """Refuse MAX_ATTEMPTS past the local queue's delivery limit: the queue would dead-letter
+    first, as MaxDeliveryCountExceeded, and the turn's own reason (conversation_not_found,
+    ...) would be lost. Only the consumer checks: the operator's commands (dlq, turns,
+    send) work with any value, so a bad setting never locks out the tools that recover."""
+    if settings.backend != "local":
+        return  # the queue's maxDeliveryCount is the deployment's (infra/main.bicep)
+    from worker.local.queue import MAX_DELIVERY_COUNT
+
+    if settings.max_attempts > MAX_DELIVERY_COUNT:
+        raise SettingsError(
+            f"invalid settings: {settings.PREFIX}MAX_ATTEMPTS must be at most "
+            f"{MAX_DELIVERY_COUNT} on the local backend (its queue's delivery limit)"
+        )

@@ -358,3 +358,19 @@ def test_setup_mistakes_fail_in_one_line_that_names_what_to_fix(cli: Cli, tmp_pa
     assert proc.returncode == 1
     last = proc.stderr.decode().strip().splitlines()[-1]
     assert last.startswith("export-worker: OSError: cannot listen on no.such.host.invalid:18093")
+
+
+def test_more_attempts_than_the_local_queue_delivers_stops_run_not_the_operators_tools(
+    cli: Cli,
+) -> None:
+    # The operator recovers with dlq, turns and send whatever the setting holds; only the
+    # consumer refuses a value the queue would cut short.
+    cli.extra_env = {"EXPORT_WORKER_MAX_ATTEMPTS": "11"}
+    cli.run("dev", "seed", str(FIXTURES / "headline.fixture.json"))
+    for command in (("status",), ("dlq", "list"), ("exports", "list")):
+        cli.run(*command)
+    cli.run("send", "-", input=b'{"type": "turn.completed"}')  # invalid: dead-lettered later
+    proc = cli.run("run", "--drain", check=False)
+    assert proc.returncode == 1
+    last = proc.stderr.decode().strip().splitlines()[-1]
+    assert "EXPORT_WORKER_MAX_ATTEMPTS must be at most 10 on the local backend" in last

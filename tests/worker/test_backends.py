@@ -56,17 +56,19 @@ def test_the_azure_backend_names_every_missing_setting_before_it_connects() -> N
     )
 
 
-def test_the_local_backend_refuses_more_attempts_than_its_queue_delivers(tmp_path: Path) -> None:
+def test_the_worker_refuses_more_attempts_than_the_local_queue_delivers(tmp_path: Path) -> None:
     # Past the queue's limit, it dead-letters first (MaxDeliveryCountExceeded) and the turn's
     # own reason is lost: refused before a message is taken.
-    from worker.backends import open_backend
     from worker.environment import SettingsError
     from worker.local.queue import MAX_DELIVERY_COUNT
+    from worker.serving import check_attempts
 
-    def opened(attempts: int) -> None:
-        settings = Settings(env_file=None, home=tmp_path, max_attempts=attempts)
-        asyncio.run(open_backend(settings))
+    def checked(attempts: int, backend: str = "local") -> None:
+        check_attempts(
+            Settings(env_file=None, home=tmp_path, backend=backend, max_attempts=attempts)
+        )
 
-    opened(MAX_DELIVERY_COUNT)
+    checked(MAX_DELIVERY_COUNT)
+    checked(MAX_DELIVERY_COUNT + 5, backend="azure")  # the deployment's queue decides there
     with pytest.raises(SettingsError, match=f"MAX_ATTEMPTS must be at most {MAX_DELIVERY_COUNT}"):
-        opened(MAX_DELIVERY_COUNT + 1)
+        checked(MAX_DELIVERY_COUNT + 1)
