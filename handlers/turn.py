@@ -140,8 +140,9 @@ def start(inp: TurnInput) -> Phase:
     table = find_table(reply.content or "") if reply is not None else None
     # paired_calls pairs what it is given: the turn's own messages need no pairing first.
     current_refs = [r for r in _result_refs(visible(current)) if r.artifact is not None]
-    # Every path of the turn, read or not: a turn naming a foreign one ends not_authorized
-    # whichever way it is decided (an earlier turn's paths: when reach-back would read them).
+    # Every path of the turn, read or not: an export request whose turn names a foreign one
+    # ends not_authorized however it is decided (an earlier turn's paths: when reach-back
+    # would read them; a turn that asks for no file reads none and is recorded as such).
     _confined(inp, current_refs)
     considered = Considered.current_turn(current_refs, subject_words(step.request_text))
     request = ExportRequest(facts, fmt, table, considered)

@@ -45,8 +45,9 @@ class TurnCompleted(Model, frozen=True, kw_only=True):
     history_limit: Annotated[
         Annotated[int, msgspec.Meta(ge=0)] | None,
         msgspec.Meta(
-            description="Messages of history the window keeps; absent or null: the worker's "
-            "HISTORY_LIMIT_DEFAULT (10 unless set), capped at its HISTORY_LIMIT_MAX (40)."
+            description="Messages of history the window keeps, at most the worker's "
+            "HISTORY_LIMIT_MAX (40 unless set); absent or null: its HISTORY_LIMIT_DEFAULT "
+            "(10 unless set)."
         ),
     ] = None
 

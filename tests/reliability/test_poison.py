@@ -182,6 +182,9 @@ def event_cases() -> list[Case]:
     changed("negative_history_limit", history_limit=-1)
     changed("boolean_history_limit", history_limit=True)
     changed("oversized_body", padding="x" * (300 * 1024))
+    # JSON escapes a lone surrogate ("\ud800"): `send` must still enqueue it as given.
+    changed("lone_surrogate_in_conversation_id", conversation_id="conv_p_\ud800")
+    changed("lone_surrogate_in_event_id", event_id="evt_p_\udfff")
     base = Case("x", "send", "").event()
     raw(
         "invalid_utf8",

@@ -33,3 +33,12 @@ def test_a_body_without_a_usable_event_id_gets_a_fresh_message_id() -> None:
     session, first = routing(b"not json")
     _, second = routing(b"not json")
     assert session == "" and first != second and len(first) <= MAX_MESSAGE_ID
+
+
+def test_ids_holding_a_lone_surrogate_route_without_failing_the_send() -> None:
+    # No queue holds such an id; the body still goes in, for the worker to dead-letter it.
+    bad = body(event_id="evt_\ud800", conversation_id="conv_\udfff")
+    session, first = routing(bad)
+    _, again = routing(bad)
+    assert session == "" and first == again and first.startswith("evt-sha256-")
+    first.encode("utf-8")
