@@ -1,6 +1,7 @@
 """`export-worker`: run the worker, feed it, look into its stores, operate its dead letters.
 
-`--json` prints one JSON array on stdout and nothing else there. Exit 0 on success, 2 on a
+`--json` prints one JSON value on stdout and nothing else there: an array (`turns show`'s
+holds its one record), except `status`'s one object. Exit 0 on success, 2 on a
 usage error, 1 on any other failure, each failure with one line on stderr (docs/contract/cli.md).
 """
 

@@ -30,7 +30,7 @@ OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
 # 1 row .. 10M rows, about three buckets a decade.
 ROW_BUCKETS = (1, 10, 50, 100, 500, 1e3, 5e3, 1e4, 5e4, 1e5, 5e5, 1e6, 5e6, 1e7)
-# 1 KB .. 500 MB (MAX_EXPORT_BYTES).
+# 1 KiB .. 500 MiB (MAX_EXPORT_BYTES).
 KB, MB = 1024, 1024 * 1024
 BYTE_BUCKETS = (KB, 10 * KB, 100 * KB, MB, 5 * MB, 10 * MB, 50 * MB, 100 * MB, 250 * MB, 500 * MB)
 # Handling: most turns take well under a second; a 1M-row xlsx takes about a minute.
