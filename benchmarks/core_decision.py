@@ -193,11 +193,13 @@ def headline_input() -> tuple[story.TurnInput, dict[str, Any]]:
     return inp, fixture["artifacts"]
 
 
-def long_request_input(chars: int) -> tuple[story.TurnInput, dict[str, Any]]:
-    """The headline turn whose request is CHARS characters naming formats ~CHARS/17 times:
-    a message's cost should grow with its length, not with its length times its mentions."""
+def long_request_input(
+    chars: int, filler: str = "report.csv data.json notes.xml and not the old ones "
+) -> tuple[story.TurnInput, dict[str, Any]]:
+    """The headline turn whose request is CHARS characters of FILLER (by default a pasted
+    listing naming formats ~CHARS/17 times): a message's cost should grow with its length,
+    not with its length times its mentions."""
     inp, artifacts = headline_input()
-    filler = "report.csv data.json notes.xml and not the old ones "  # a pasted listing
     text = (filler * (chars // len(filler) + 1))[: chars - 14] + " create a csv"
     messages = [
         msgspec.structs.replace(m, content=text) if m.id == inp.event.user_message_id else m
@@ -331,6 +333,15 @@ def main(argv: list[str] | None = None) -> int:
                 lambda t=long_turn, a=long_artifacts: whole_story(t, a),  # type: ignore[misc]
             )
         )
+    # mentions with no space, digit or punctuation between them: no word boundary to stop at
+    joined, joined_artifacts = long_request_input(40_000, "csv'")
+    cases.append(
+        (
+            'headline, its request 40,000 characters of "csv\'" (10,000 joined mentions)',
+            7,
+            lambda: whole_story(joined, joined_artifacts),
+        )
+    )
     shared = shared_id_history(8_000)
     assert len(pair(shared)) == 2 and len(feed_pages(8_000).source_artifacts) == 8_000
     request, names = request_naming_data(5_000)

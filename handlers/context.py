@@ -14,6 +14,9 @@ a path, text in another script); only then are the words further back not read.
 from __future__ import annotations
 
 import re
+from array import array
+from bisect import bisect_left
+from functools import lru_cache
 from typing import Final
 
 MAX_CONTEXT_CHARS: Final = 4096
@@ -34,13 +37,20 @@ def words_before(
     """`word`'s matches in the lower-cased clause before `position` (the text after the last
     `clause_break` match; all the text before it when None): at least the last `count` of
     them, or all of them when the clause holds fewer (within `MAX_CONTEXT_CHARS`)."""
+    cuts = _cut_positions(text)
     size = _FIRST_WINDOW
     while True:
         start = max(0, position - size)
-        window = text[start:position]
         if start > 0:
-            cut = _CUT.search(window)
-            window = window[cut.start() :] if cut is not None else ""
+            at = bisect_left(cuts, start)
+            if at == len(cuts) or cuts[at] >= position:  # no cut: not one whole word yet
+                if size >= MAX_CONTEXT_CHARS:
+                    return []
+                size *= 2
+                continue
+            window = text[cuts[at] : position]
+        else:
+            window = text[:position]
         clause = clause_break.split(window)[-1] if clause_break is not None else window
         found = word.findall(clause.lower())
         if (
@@ -51,3 +61,12 @@ def words_before(
         ):
             return found
         size *= 2
+
+
+@lru_cache(maxsize=2)
+def _cut_positions(text: str) -> array[int]:
+    """Where `_CUT` matches in `text`, in order: the rules ask `words_before` about every
+    mention of one text, and a window's first cut is then a bisection, not a search of the
+    window. Without it a clause of thousands of mentions and no cut ("csv'csv'…") searched
+    ~8,000 characters a mention: 2 s for 40,000 characters."""
+    return array("q", (match.start() for match in _CUT.finditer(text)))

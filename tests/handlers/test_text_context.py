@@ -89,6 +89,17 @@ def test_words_before_does_not_read_past_its_bound() -> None:
     assert words_before(text, len(text), 9, _WORD) == ["as"]
 
 
+def test_words_before_a_run_of_joined_mentions_longer_than_its_bound_holds_no_word() -> None:
+    text = "don't " + "csv'" * (MAX_CONTEXT_CHARS // 2) + "csv"
+    for position in (len(text), len(text) - 4, MAX_CONTEXT_CHARS + 100):
+        assert words_before(text, position, 9, _WORD, _BREAK) == []
+    # within the bound the whole run is one clause: its last joined words
+    short = "send " + "csv'" * 100 + "csv"
+    assert words_before(short, len(short), 2, _WORD) == _whole_clause_words(
+        short, len(short), 2, _WORD
+    )
+
+
 @given(st.text(alphabet="ab' 1,.\n\u00a0-", max_size=700), st.integers(0, 700), st.integers(1, 12))
 def test_words_before_are_the_last_words_of_the_whole_clause(
     text: str, position: int, count: int
