@@ -1,0 +1,198 @@
+"""Properties of the whole decision (decision.md), over generated conversations.
+
+Each example is a conversation of one to three turns built the way the chat service stores
+it: requests that name a format or none, parallel calls of a few actions (some failed, some
+without an artifact, some pages repeating rows of another), and replies that answer, ask a
+clarifying question or paste a table. `drive` plays the shell, as in test_turn.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from handlers import phases
+from schemas.vocabulary import Decision
+from tests.chat import Chat, samples
+from tests.handlers.test_turn import decision_of, drive
+
+REQUESTS = (
+    "create a csv",
+    "export the samples as json",
+    "give me an xml of the history",
+    "put it in an excel file please",
+    "show me the battery history",
+    "thanks",
+    "export the history as a pdf",
+    "calculate the hourly average and create a csv",
+    "all of them",
+    "",
+)
+NAMES_A_FORMAT = ("csv", "json", "xml", "excel", "pdf")
+ANSWERS = ("Here it is.", "Done, the file has every sample.", "The call failed.")
+CLARIFICATIONS = ("Which columns do you want?", "Should each row be one sample?")
+TABLE = "| hour | avg |\n|---|---|\n| 00 | 12.01 |\n| 01 | 12.02 |"
+ACTIONS = ("get_battery", "get_samples", "list_devices")
+ENDINGS_THAT_READ_NOTHING = {
+    "no_request",
+    "unsupported_format",
+    "clarification",
+    "clarification_limit",
+    "derived_output_without_table",
+}
+
+calls = st.lists(
+    st.tuples(
+        st.sampled_from(ACTIONS),
+        st.integers(min_value=0, max_value=25),  # rows on the page
+        st.sampled_from((0, 0, 10)),  # first sample: a page may repeat another's rows
+        st.booleans(),  # success
+        st.booleans(),  # has an artifact
+    ),
+    max_size=3,
+)
+turns = st.lists(
+    st.tuples(
+        st.sampled_from(REQUESTS),
+        calls,
+        st.sampled_from(("answer", "answer", "clarification", "clarification", "table")),
+        st.sampled_from(ANSWERS + CLARIFICATIONS),
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+def build(spec: list[tuple[Any, ...]]) -> tuple[Chat, list[str]]:
+    """The conversation, and each turn's reply kind."""
+    chat = Chat()
+    kinds = []
+    for request, turn_calls, kind, text in spec:
+        chat.user(request)
+        for action, n, start, success, artifact in turn_calls:
+            chat.tools((action, samples(start + n, start)), success=success, artifact=artifact)
+        if kind == "clarification":
+            chat.reply(text if text in CLARIFICATIONS else CLARIFICATIONS[0], clarification=True)
+        elif kind == "table":
+            chat.reply(TABLE)
+        else:
+            chat.reply(text if text in ANSWERS else ANSWERS[0], clarification=False)
+        kinds.append(kind)
+    return chat, kinds
+
+
+def artifact_rows(chat: Chat, paths: list[str], combined: bool) -> set[tuple[Any, ...]]:
+    """The rows the artifacts at `paths` hold; with their action when groups are combined."""
+    return {
+        (chat.artifacts[path]["name"] if combined else None, item["timestamp"], item["value"])
+        for path in paths
+        for item in chat.artifacts[path]["result"]["items"]
+    }
+
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(turns, st.integers(min_value=0, max_value=40))
+def test_decision_ends_in_a_documented_decision_and_is_deterministic(
+    spec: list[tuple[Any, ...]], history_limit: int
+) -> None:
+    chat, _ = build(spec)
+    event = chat.event(history_limit=history_limit)
+    first = drive(chat.messages, chat.artifacts, event)
+    again = drive(chat.messages, chat.artifacts, event)
+    assert decision_of(first[0]) in get_args(Decision)
+    assert decision_of(first[0]) == decision_of(again[0])
+    assert first[1:] == again[1:]
+    if isinstance(first[0], phases.ExportPlan):
+        assert isinstance(again[0], phases.ExportPlan)
+        assert (first[0].export_id, first[0].blob) == (again[0].export_id, again[0].blob)
+
+
+@SETTINGS
+@given(turns, st.integers(min_value=0, max_value=40))
+def test_only_artifacts_of_the_conversation_are_read_each_once(
+    spec: list[tuple[Any, ...]], history_limit: int
+) -> None:
+    chat, _ = build(spec)
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event(history_limit))
+    assert set(read) <= set(chat.artifacts)
+    assert len(read) == len(set(read))
+    if decision_of(outcome) in ENDINGS_THAT_READ_NOTHING:
+        assert read == []
+
+
+@SETTINGS
+@given(turns, st.integers(min_value=0, max_value=40))
+def test_published_rows_are_rows_the_read_artifacts_hold(
+    spec: list[tuple[Any, ...]], history_limit: int
+) -> None:
+    chat, _ = build(spec)
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event(history_limit))
+    if not isinstance(outcome, phases.ExportPlan) or outcome.selection is None:
+        return
+    selection = outcome.selection
+    # The file's sources were read (a page that added no row is read but is no source), and
+    # the file holds the rows those reads held, each once.
+    assert set(selection.source_artifacts) <= set(read)
+    assert 0 < len(rows) == selection.row_count
+    source = selection.source_column
+    held = artifact_rows(chat, read, combined=source is not None)
+    exported = [
+        (row.get(source) if source else None, row["timestamp"], row["value"]) for row in rows
+    ]
+    assert set(exported) <= held
+    assert len(exported) == len(set(exported)) == len(held)
+
+
+@SETTINGS
+@given(turns)
+def test_clarification_reply_publishes_nothing_and_only_it_leaves_a_format_pending(
+    spec: list[tuple[Any, ...]],
+) -> None:
+    chat, kinds = build(spec)
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    after = outcome.facts.state_after
+    if kinds[-1] == "clarification":
+        assert not isinstance(outcome, phases.ExportPlan)
+    else:
+        assert after.state == "idle" and after.format is None
+    if decision_of(outcome) == "clarification":
+        assert (after.state, after.format) == ("awaiting", outcome.facts.format)
+
+
+@SETTINGS
+@given(turns)
+def test_pending_format_carries_to_exactly_the_next_user_turn(
+    spec: list[tuple[Any, ...]],
+) -> None:
+    chat, _ = build(spec)
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    if not outcome.facts.carried:
+        return
+    # Carried only from the turn just before, and only when that turn awaited an answer.
+    assert chat.turn >= 2
+    earlier = Chat()
+    earlier.messages = [m for m in chat.messages if m["turn_id"] != f"t{chat.turn}"]
+    earlier.turn = chat.turn - 1
+    before, _, _ = drive(earlier.messages, chat.artifacts, earlier.event())
+    assert before.facts.state_after.state == "awaiting"
+    assert outcome.facts.format == before.facts.state_after.format
+
+
+@SETTINGS
+@given(turns)
+def test_no_format_named_anywhere_is_no_request(spec: list[tuple[Any, ...]]) -> None:
+    chat, _ = build(spec)
+    named = any(
+        word in m["content"].lower()
+        for m in chat.messages
+        if m["role"] == "user"
+        for word in NAMES_A_FORMAT
+    )
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    if not named:
+        assert decision_of(outcome) == "no_request" and read == []
