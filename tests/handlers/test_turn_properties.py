@@ -57,7 +57,7 @@ turns = st.lists(
     st.tuples(
         st.sampled_from(REQUESTS),
         calls,
-        st.sampled_from(("answer", "answer", "clarification", "clarification", "table")),
+        st.sampled_from(("answer", "answer", "clarification", "clarification", "table", "excerpt")),
         st.sampled_from(ANSWERS + CLARIFICATIONS),
     ),
     min_size=1,
@@ -77,10 +77,24 @@ def build(spec: list[tuple[Any, ...]]) -> tuple[Chat, list[str]]:
             chat.reply(text if text in CLARIFICATIONS else CLARIFICATIONS[0], clarification=True)
         elif kind == "table":
             chat.reply(TABLE)
+        elif kind == "excerpt" and (pasted := excerpt(turn_calls)):
+            chat.reply(f"Here are the first samples:\n\n{pasted}\n\nThe file has them all.")
         else:
             chat.reply(text if text in ANSWERS else ANSWERS[0], clarification=False)
+            kind = "answer"
         kinds.append(kind)
     return chat, kinds
+
+
+def excerpt(turn_calls: list[tuple[Any, ...]]) -> str | None:
+    """A markdown table of the first rows of the turn's first stored page of 2 rows or more,
+    fewer rows than that page holds: what a model pastes beside the data it fetched."""
+    for _action, n, start, success, artifact in turn_calls:
+        if success and artifact and n >= 2:
+            items = samples(start + n, start)["items"][: min(3, n - 1)]
+            lines = [f"| {i['timestamp']} | {i['value']} |" for i in items]
+            return "\n".join(["| timestamp | value |", "|---|---|", *lines])
+    return None
 
 
 def artifact_rows(chat: Chat, paths: list[str], combined: bool) -> set[tuple[Any, ...]]:
@@ -146,6 +160,18 @@ def test_published_rows_are_rows_the_read_artifacts_hold(
     ]
     assert set(exported) <= held
     assert len(exported) == len(set(exported)) == len(held)
+
+
+@SETTINGS
+@given(turns)
+def test_a_pasted_excerpt_loses_to_the_action_rows_it_was_taken_from(
+    spec: list[tuple[Any, ...]],
+) -> None:
+    chat, kinds = build(spec)
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    raw_rows_allowed = not any("calculate" in m.get("content", "") for m in chat.messages)
+    if kinds[-1] == "excerpt" and raw_rows_allowed and isinstance(outcome, phases.ExportPlan):
+        assert outcome.row_source != "assistant_table"
 
 
 @SETTINGS
