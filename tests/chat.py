@@ -1,11 +1,18 @@
 """A stored conversation built the way the chat service writes it, for tests of the core and
-of the handler that reads it."""
+of the handler that reads it; and `drive`, which plays the shell over the core: it feeds
+exactly the artifacts the core asks for and records which were read, so a test can pin what
+is fetched as well as what is decided."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
+from handlers import phases
+from handlers import turn as story
 from handlers.compaction import build_citation
+from handlers.dataset import finish_row
+from schemas.documents import Conversation, parse_message
 from schemas.events import TurnCompleted
 
 CID = "conv_t"
@@ -98,3 +105,72 @@ class Chat:
 def samples(n: int, start: int = 0) -> dict[str, Any]:
     items = [{"timestamp": f"t{i:04d}", "value": round(12 + i / 1000, 3)} for i in range(start, n)]
     return {"items": items, "total": n}
+
+
+def history_then_a_csv_two_turns_later() -> Chat:
+    """900 samples in two pages, a discovery turn, then "create a csv" with no tool call."""
+    chat = Chat()
+    chat.user("get the history")
+    chat.tools(("history", samples(450)), ("history", samples(900, 450)))
+    chat.reply("I have 900 samples.")
+    chat.user("what is the instance?")
+    chat.tools(("get_facts", {"name": "sat-07"}))
+    chat.reply("sat-07")
+    chat.user("create a csv")
+    chat.reply("Here is the file.")
+    return chat
+
+
+FETCH_PHASES = (phases.FetchCurrentTurn, phases.FetchDeferredGroups, phases.FetchReachBack)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def drive(
+    messages: list[dict[str, Any]],
+    artifacts: dict[str, Any],
+    event: TurnCompleted,
+    conversation: dict[str, Any] | None = None,
+) -> tuple[phases.Ending, list[str], list[dict[str, Any]]]:
+    """Run the core as the shell would; return the ending, the paths read and the file rows."""
+    inp = turn_input(messages, event, conversation)
+    phase = story.start(inp)
+    read: list[str] = []
+    spooled: list[tuple[str, dict[str, Any]]] = []
+    collector = None
+    while isinstance(phase, FETCH_PHASES):
+        collector = story.collector_for(phase, collector)
+        for ref in phase.fetch:
+            assert ref.artifact is not None
+            read.append(ref.artifact)
+            spooled += [
+                (ref.action, r) for r in collector.feed(ref, artifacts[ref.artifact]["result"])
+            ]
+        phase = story.after_fetch(inp, phase, collector)
+    rows: list[dict[str, Any]] = []
+    if isinstance(phase, phases.ExportPlan) and phase.selection is not None:
+        sel = phase.selection
+        rows = [finish_row(r, a, sel) for want in sel.actions for a, r in spooled if a == want]
+    return phase, read, rows
+
+
+def turn_input(
+    messages: list[dict[str, Any]],
+    event: TurnCompleted,
+    conversation: dict[str, Any] | None = None,
+) -> story.TurnInput:
+    """What the shell reads for `event`: the messages up to its reply."""
+    conv = Conversation.model_validate(conversation or {"id": CID, "user_id": "u1"})
+    upto = next(m["seq"] for m in messages if m["id"] == event.reply_message_id)
+    return story.TurnInput(
+        event=event,
+        conversation=conv,
+        messages=[parse_message(m) for m in messages if m["seq"] <= upto],
+        history_limit=event.effective_history_limit(10, 40),
+        artifacts_container="artifacts",
+        exports_container="exports",
+        now=NOW,
+    )
+
+
+def decision_of(outcome: phases.Ending) -> str:
+    return "published" if isinstance(outcome, phases.ExportPlan) else outcome.decision

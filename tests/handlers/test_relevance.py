@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from test_turn import decision_of, drive
 
 from handlers import relevance
 from handlers import turn as story
@@ -25,7 +24,7 @@ from handlers.relevance import (
 )
 from handlers.selection import ResultRef
 from schemas.documents import CompactCitation
-from tests.chat import Chat
+from tests.chat import Chat, decision_of, drive
 
 
 # --- words ------------------------------------------------------------------------------

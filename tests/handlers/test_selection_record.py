@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_turn import drive, history_then_a_csv_two_turns_later
-
 from handlers import phases
 from schemas.records import ExportSelection
-from tests.chat import Chat, samples
+from tests.chat import Chat, drive, history_then_a_csv_two_turns_later, samples
 
 
 def why(chat: Chat, history_limit: int = 10) -> tuple[ExportSelection, phases.ExportPlan]:

@@ -1,13 +1,9 @@
-"""The decision for one turn (decision.md), driven through the pure core with plain data.
-
-`drive` plays the shell: it feeds exactly the artifacts the core asks for and records which
-were read, so the tests can pin what is fetched as well as what is decided.
-"""
+"""The decision for one turn (decision.md), driven through the pure core with plain data by
+`tests.chat.drive`, which plays the shell."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,67 +11,23 @@ import pytest
 
 from handlers import phases
 from handlers import turn as story
-from handlers.dataset import RowCollector, finish_row
+from handlers.dataset import RowCollector
 from handlers.errors import PermanentError, RetryableError
 from handlers.rationale import Considered
 from schemas.documents import Conversation, parse_message
 from schemas.events import TurnCompleted
-from tests.chat import CID, Chat, samples
+from tests.chat import (
+    CID,
+    FETCH_PHASES,
+    Chat,
+    decision_of,
+    drive,
+    history_then_a_csv_two_turns_later,
+    samples,
+    turn_input,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
-FETCH_PHASES = (phases.FetchCurrentTurn, phases.FetchDeferredGroups, phases.FetchReachBack)
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-
-
-def drive(
-    messages: list[dict[str, Any]],
-    artifacts: dict[str, Any],
-    event: TurnCompleted,
-    conversation: dict[str, Any] | None = None,
-) -> tuple[phases.Ending, list[str], list[dict[str, Any]]]:
-    """Run the core as the shell would; return the ending, the paths read and the file rows."""
-    inp = turn_input(messages, event, conversation)
-    phase = story.start(inp)
-    read: list[str] = []
-    spooled: list[tuple[str, dict[str, Any]]] = []
-    collector = None
-    while isinstance(phase, FETCH_PHASES):
-        collector = story.collector_for(phase, collector)
-        for ref in phase.fetch:
-            assert ref.artifact is not None
-            read.append(ref.artifact)
-            spooled += [
-                (ref.action, r) for r in collector.feed(ref, artifacts[ref.artifact]["result"])
-            ]
-        phase = story.after_fetch(inp, phase, collector)
-    rows: list[dict[str, Any]] = []
-    if isinstance(phase, phases.ExportPlan) and phase.selection is not None:
-        sel = phase.selection
-        rows = [finish_row(r, a, sel) for want in sel.actions for a, r in spooled if a == want]
-    return phase, read, rows
-
-
-def turn_input(
-    messages: list[dict[str, Any]],
-    event: TurnCompleted,
-    conversation: dict[str, Any] | None = None,
-) -> story.TurnInput:
-    """What the shell reads for `event`: the messages up to its reply."""
-    conv = Conversation.model_validate(conversation or {"id": CID, "user_id": "u1"})
-    upto = next(m["seq"] for m in messages if m["id"] == event.reply_message_id)
-    return story.TurnInput(
-        event=event,
-        conversation=conv,
-        messages=[parse_message(m) for m in messages if m["seq"] <= upto],
-        history_limit=event.effective_history_limit(10, 40),
-        artifacts_container="artifacts",
-        exports_container="exports",
-        now=NOW,
-    )
-
-
-def decision_of(outcome: phases.Ending) -> str:
-    return "published" if isinstance(outcome, phases.ExportPlan) else outcome.decision
 
 
 # --------------------------------------------------------------------------------------
@@ -506,20 +458,6 @@ def test_comparable_groups_are_combined_with_source_action() -> None:
     assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
     assert outcome.selection.columns == ("x", "y", "Source action")
     assert [r["Source action"] for r in rows] == ["a", "a", "b", "b", "b"]
-
-
-def history_then_a_csv_two_turns_later() -> Chat:
-    """900 samples in two pages, a discovery turn, then "create a csv" with no tool call."""
-    chat = Chat()
-    chat.user("get the history")
-    chat.tools(("history", samples(450)), ("history", samples(900, 450)))
-    chat.reply("I have 900 samples.")
-    chat.user("what is the instance?")
-    chat.tools(("get_facts", {"name": "sat-07"}))
-    chat.reply("sat-07")
-    chat.user("create a csv")
-    chat.reply("Here is the file.")
-    return chat
 
 
 def test_reach_back_reads_only_the_winning_group_of_an_earlier_turn() -> None:

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from handlers import phases
 from schemas.vocabulary import Decision
-from tests.chat import Chat, samples
-from tests.handlers.test_turn import decision_of, drive
+from tests.chat import Chat, decision_of, drive, samples
 
 REQUESTS = (
     "create a csv",
