@@ -1,9 +1,10 @@
 """Properties of the whole decision (decision.md), over generated conversations.
 
 Each example is a conversation of one to three turns built the way the chat service stores
-it: requests that name a format or none, parallel calls of a few actions (some failed, some
-without an artifact, some pages repeating rows of another), and replies that answer, ask a
-clarifying question or paste a table. `drive` plays the shell, as in test_turn.py.
+it: requests that name a format or none; calls of a few actions, those that stored an
+artifact made in parallel, the others (failed, or without an artifact) one by one, some
+pages repeating rows of another; and replies that answer, ask a clarifying question, paste
+a composed table or paste an excerpt of a page. `tests.chat.drive` plays the shell.
 """
 
 from __future__ import annotations
@@ -70,8 +71,16 @@ def build(spec: list[tuple[Any, ...]]) -> tuple[Chat, list[str]]:
     kinds = []
     for request, turn_calls, kind, text in spec:
         chat.user(request)
+        # Calls that succeeded with an artifact are made in parallel, in one message; each
+        # other call is a message of its own.
+        stored = [
+            (a, samples(start + n, start)) for a, n, start, ok, art in turn_calls if ok and art
+        ]
+        if stored:
+            chat.tools(*stored)
         for action, n, start, success, artifact in turn_calls:
-            chat.tools((action, samples(start + n, start)), success=success, artifact=artifact)
+            if not (success and artifact):
+                chat.tools((action, samples(start + n, start)), success=success, artifact=artifact)
         if kind == "clarification":
             chat.reply(text if text in CLARIFICATIONS else CLARIFICATIONS[0], clarification=True)
         elif kind == "table":
