@@ -81,8 +81,12 @@ class Chat:
         self._add("assistant", content="", tool_calls=calls)
         self._add("tool", results=answers)
 
-    def event(self, history_limit: int | None = 10, user: str = "u1") -> TurnCompleted:
-        turn = f"t{self.turn}"
+    def event(
+        self, history_limit: int | None = 10, user: str = "u1", turn_number: int | None = None
+    ) -> TurnCompleted:
+        """The `turn.completed` of the latest turn, or of turn `turn_number`."""
+        number = self.turn if turn_number is None else turn_number
+        turn = f"t{number}"
         mine = [m for m in self.messages if m["turn_id"] == turn]
         user_msg = next(m for m in mine if m["role"] == "user")
         reply = [m for m in mine if m["role"] == "assistant"][-1]
@@ -90,7 +94,7 @@ class Chat:
             {
                 "type": "turn.completed",
                 "version": 1,
-                "event_id": f"e{self.turn}",
+                "event_id": f"e{number}",
                 "occurred_at": "2026-11-20T09:01:39Z",
                 "conversation_id": CID,
                 "user_id": user,

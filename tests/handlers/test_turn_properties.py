@@ -114,6 +114,13 @@ def artifact_rows(chat: Chat, paths: list[str], combined: bool) -> set[tuple[Any
     }
 
 
+def decide(
+    chat: Chat, history_limit: int = 10, turn_number: int | None = None
+) -> tuple[phases.Ending, list[str], list[dict[str, Any]]]:
+    """The core's decision on the latest turn of `chat` (or on turn `turn_number`)."""
+    return drive(chat.messages, chat.artifacts, chat.event(history_limit, turn_number=turn_number))
+
+
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -140,7 +147,7 @@ def test_only_artifacts_of_the_conversation_are_read_each_once(
     spec: list[tuple[Any, ...]], history_limit: int
 ) -> None:
     chat, _ = build(spec)
-    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event(history_limit))
+    outcome, read, _ = decide(chat, history_limit)
     assert set(read) <= set(chat.artifacts)
     assert len(read) == len(set(read))
     if decision_of(outcome) in ENDINGS_THAT_READ_NOTHING:
@@ -153,7 +160,7 @@ def test_published_rows_are_rows_the_read_artifacts_hold(
     spec: list[tuple[Any, ...]], history_limit: int
 ) -> None:
     chat, _ = build(spec)
-    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event(history_limit))
+    outcome, read, rows = decide(chat, history_limit)
     if not isinstance(outcome, phases.ExportPlan) or outcome.selection is None:
         return
     selection = outcome.selection
@@ -176,7 +183,7 @@ def test_a_pasted_excerpt_loses_to_the_action_rows_it_was_taken_from(
     spec: list[tuple[Any, ...]],
 ) -> None:
     chat, kinds = build(spec)
-    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    outcome, _, _ = decide(chat)
     raw_rows_allowed = not any("calculate" in m.get("content", "") for m in chat.messages)
     if kinds[-1] == "excerpt" and raw_rows_allowed and isinstance(outcome, phases.ExportPlan):
         assert outcome.row_source != "assistant_table"
@@ -188,7 +195,7 @@ def test_clarification_reply_publishes_nothing_and_only_it_leaves_a_format_pendi
     spec: list[tuple[Any, ...]],
 ) -> None:
     chat, kinds = build(spec)
-    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    outcome, _, _ = decide(chat)
     after = outcome.facts.state_after
     if kinds[-1] == "clarification":
         assert not isinstance(outcome, phases.ExportPlan)
@@ -204,15 +211,12 @@ def test_pending_format_carries_to_exactly_the_next_user_turn(
     spec: list[tuple[Any, ...]],
 ) -> None:
     chat, _ = build(spec)
-    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    outcome, _, _ = decide(chat)
     if not outcome.facts.carried:
         return
     # Carried only from the turn just before, and only when that turn awaited an answer.
     assert chat.turn >= 2
-    earlier = Chat()
-    earlier.messages = [m for m in chat.messages if m["turn_id"] != f"t{chat.turn}"]
-    earlier.turn = chat.turn - 1
-    before, _, _ = drive(earlier.messages, chat.artifacts, earlier.event())
+    before, _, _ = decide(chat, turn_number=chat.turn - 1)
     assert before.facts.state_after.state == "awaiting"
     assert outcome.facts.format == before.facts.state_after.format
 
@@ -227,6 +231,6 @@ def test_no_format_named_anywhere_is_no_request(spec: list[tuple[Any, ...]]) -> 
         if m["role"] == "user"
         for word in NAMES_A_FORMAT
     )
-    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    outcome, read, _ = decide(chat)
     if not named:
         assert decision_of(outcome) == "no_request" and read == []
