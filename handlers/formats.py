@@ -8,22 +8,28 @@ The text is read sentence by sentence; each mention of a format is judged in its
   "csvs", ".csv" and "CSV" count and "jsonify" or "jsonl" do not.
 - A negated mention does not request: a negation ("don't", "not", "no", "never",
   "without", "instead of", "rather than", ...) earlier in the same clause, at most eight
-  words back, with no "but" and no "and <verb>" between resetting it. Before a conversion
-  target, a negation that describes the data ("the rows with no errors to csv") does not
-  refuse it (`_describes_data`).
+  words back, with no "but" and no "and <verb>" between resetting it. A format named
+  between the negation and a later verb of asking was what it refused, and the verb starts
+  a new clause ("instead of json give me xml", "I don't want json I want xml"). Cancelling
+  refuses too: "forget the csv", "never mind the csv", "scrap the csv" (not "don't forget
+  the csv"). Before a conversion target, a negation that describes the data ("the rows
+  with no errors to csv") does not refuse it (`_describes_data`).
 - A mention whose nearest earlier cue in its sentence talks about the format ("what is",
   "how do I", "explain", "better than", ...) does not request.
 - In a question (ends with "?", or opens like one: "what is", "is", "does", ...) a
   mention requests only when the question is a polite request ("can you", "could I",
   "would you mind", "is it possible", "how about", ...) or a bare fragment ("create a
   csv?"), and the nearest earlier cue is a request verb ("create", "export", "get", "put",
-  ...). "csv or json?" therefore requests nothing.
+  "show", "retrieve", "redo", ...). "csv or json?" therefore requests nothing. A verb of
+  looking ("see", "view", "list", "print", "copy") asks only for a conversion target:
+  "could I see it as json?" requests json, "can you see the csv?" nothing.
 - A mention of what the user already has is the input, not the output, and does not
   request: a mention right after "this", "these", "my", "our", "attached", "uploaded",
   "existing", ... (one adjective may sit between: "my sales spreadsheet"), after "from"
   ("from the json"), or whose nearest earlier cue is a verb that works on a file the user
   holds ("analyze", "validate", "check", "review", "parse", "import", "fix", ...), or
-  after "in the" ("the outliers in the spreadsheet").
+  after "in the" ("the outliers in the spreadsheet"), or that the user says they have
+  ("I have a csv", "we've already got the json"; "can I have a csv" asks for one).
 - A conversion target is a mention right after "to", "into", "as" (not "as well as",
   "such as") or "in" (not "in the": that is where something is), with an optional
   article or file name between ("to XML", "as a csv", "in excel", "as data.csv").
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from functools import lru_cache
 from typing import Final, Literal
 
 import msgspec
@@ -116,6 +123,32 @@ _REQUEST_CUE: Final = re.compile(
     r"|want|need|have|do|switch|chang(?:e|es|ed|ing)|emit|(?:how|what)\s+about)\b",
     _I,
 )
+# More verbs of asking for a file, and the same verbs done again ("redo", "re-export"): cues
+# only. The negation rules keep `_REQUEST_CUE` alone, so "sensors not showing data as csv"
+# still says which data.
+_MORE_REQUEST_CUE: Final = re.compile(
+    r"\bre-?(?:do(?:es|ne|ing)?|did|mak(?:e|es|ing)|made|creat(?:e|es|ed|ing)"
+    r"|export(?:s|ed|ing)?|generat(?:e|es|ed|ing)|send(?:s|ing)?|sent|writ(?:e|es|ten|ing)"
+    r"|format(?:s|ted|ting)?|build(?:s|ing)?|built|convert(?:s|ed|ing)?|run(?:s|ning)?|ran)\b"
+    r"|\b(?:show(?:s|n|ed|ing)?|display(?:s|ed|ing)?|pull(?:s|ed|ing)?|fetch(?:es|ed|ing)?"
+    r"|retriev(?:e|es|ed|ing)|packag(?:e|es|ed|ing)|bundl(?:e|es|ed|ing)|compil(?:e|es|ed|ing)"
+    r"|deliver(?:s|ed|ing)?)\b",
+    _I,
+)
+# Verbs that ask for a file only when they name what to make ("could I see it as json?",
+# "can you list them in a csv?"); "can you see the csv?" may be about a file the user sent.
+_LOOK_CUE: Final = re.compile(
+    r"\b(?:see|sees|seeing|seen|saw|view(?:s|ed|ing)?|list(?:s|ed|ing)?|print(?:s|ed|ing)?"
+    r"|cop(?:y|ies|ied|ying)|stor(?:e|es|ed|ing)|throw(?:s|n|ing)?|threw)\b",
+    _I,
+)
+# After a refused format, one of these starts a new clause: "instead of json give me xml",
+# "I don't want json I want xml".
+_CLAUSE_VERBS: Final = frozenset({"use", "prefer", "choose", "pick", "try", "go"})
+_FORMAT_WORDS: Final = frozenset(
+    {"csv", "csvs", "json", "xml", "xlsx", "xls", "excel", "spreadsheet", "spreadsheets",
+     "pdf", "pdfs", "docx", "markdown", "md"}
+)  # fmt: skip
 _ABOUT_CUE: Final = re.compile(
     r"\bwhat(?:'s|s|\s+is|\s+are|\s+was|\s+were|\s+does|\s+do)\b"
     # "how do I open", "how to make": swallow the verb so it is not read as a request
@@ -148,6 +181,19 @@ _SOURCE_BEFORE: Final = re.compile(
     r"(?:[a-z][\w-]*\s+)?$",
     _I,
 )
+# "I have a csv", "we've already got the json": the user holds it. Not after a word that makes
+# it a question or a request ("can I have a csv", "could we have the json"): `_MODALS`.
+_POSSESSION_BEFORE: Final = re.compile(
+    r"(?:(?<![\w'])(?P<before>[a-z']+)\s+)?\b(?:i|we|you|they)"
+    r"(?:\s+(?:already|now|also|still|just|only))?(?:\s+have|'ve)"
+    r"(?:\s+(?:already|now|also|still|just|only))?(?:\s+got)?\s+"
+    r"(?:(?:a|an|the|some|two|both|these|those|that|this|my|our)\s+)?(?:[a-z][\w-]*\s+)?$",
+    _I,
+)
+_MODALS: Final = frozenset(
+    {"can", "could", "may", "might", "would", "will", "shall", "should", "must", "do", "does",
+     "did", "let"}
+)  # fmt: skip
 _PIECE: Final = re.compile(r"\S+")
 _STEM: Final = re.compile(r"[\w-]+")
 # The word before the preposition starts where a run of word characters starts (a match
@@ -168,10 +214,12 @@ _NEGATIONS: Final = frozenset(
     {
         "no", "not", "never", "without", "nor", "neither", "none", "nope", "cannot", "dont",
         "doesnt", "didnt", "cant", "wont", "wouldnt", "shouldnt", "couldnt", "isnt", "arent",
-        "stop", "skip", "cancel", "avoid", "except", "excluding",
+        "stop", "skip", "cancel", "avoid", "except", "excluding", "forget", "scrap", "ditch",
     }
 )  # fmt: skip
-_NEGATION_BIGRAMS: Final = frozenset({("instead", "of"), ("rather", "than")})
+# "forget the csv" refuses it; "don't forget the csv" does not.
+_CANCELS: Final = frozenset({"forget", "scrap", "ditch"})
+_NEGATION_BIGRAMS: Final = frozenset({("instead", "of"), ("rather", "than"), ("never", "mind")})
 # "don't forget to create a csv" asks for one; "not only csv but" does not refuse it.
 _NEGATION_EXEMPT_NEXT: Final = frozenset({"forget", "hesitate", "mind", "only", "just"})
 _RESETS: Final = frozenset({"but", "however", "though", "although"})
@@ -231,7 +279,9 @@ def _requested_in(sentence: str) -> list[_Mention]:
             continue
         if kind == "interrogative":
             continue
-        if kind in ("polite", "fragment") and cue not in ("request", "input"):
+        if kind in ("polite", "fragment") and not (
+            cue in ("request", "input") or (cue == "look" and target)
+        ):
             continue
         requested.append(replace(mention, target=target))
     return requested
@@ -283,7 +333,10 @@ def _is_target(before: str) -> bool:
 
 def _is_input(before: str) -> bool:
     """Whether the text before a mention names the file the user already has."""
-    return bool(_INPUT_DETERMINER.search(before) or _SOURCE_BEFORE.search(before))
+    if _INPUT_DETERMINER.search(before) or _SOURCE_BEFORE.search(before):
+        return True
+    held = _POSSESSION_BEFORE.search(before)
+    return held is not None and (held.group("before") or "").lower() not in _MODALS
 
 
 def _mentions(sentence: str) -> list[_Mention]:
@@ -308,19 +361,24 @@ def _sentence_kind(sentence: str) -> _SentenceKind:
     return "statement"
 
 
-_Cue = Literal["request", "about", "input"]
+_Cue = Literal["request", "about", "input", "look"]
 
 
 def _cues(sentence: str) -> list[tuple[int, _Cue]]:
     about = [(m.start(), m.end()) for m in _ABOUT_CUE.finditer(sentence)]
     about_starts = [start for start, _ in about]
     cues: list[tuple[int, _Cue]] = [(s, "about") for s, _ in about]
-    for match in _REQUEST_CUE.finditer(sentence):
+    asking: list[tuple[int, _Cue]] = [
+        *((m.start(), "request") for m in _REQUEST_CUE.finditer(sentence)),
+        *((m.start(), "request") for m in _MORE_REQUEST_CUE.finditer(sentence)),
+        *((m.start(), "look") for m in _LOOK_CUE.finditer(sentence)),
+    ]
+    for start, kind in asking:
         # inside an "about" cue ("how do I make"): the about cue that starts last at or
         # before it (their spans do not overlap) is the only one that can hold it
-        at = bisect_left(about_starts, match.start() + 1) - 1
-        if at < 0 or about[at][1] <= match.start():
-            cues.append((match.start(), "request"))
+        at = bisect_left(about_starts, start + 1) - 1
+        if at < 0 or about[at][1] <= start:
+            cues.append((start, kind))
     cues.extend((m.start(), "input") for m in _INPUT_CUE.finditer(sentence))
     return sorted(cues)
 
@@ -335,26 +393,47 @@ def _is_negated(words: list[str], target: bool = False) -> bool:
     """Whether a negation earlier in the mention's clause refuses it (a conversion target's
     is not refused by one that describes the data: `_describes_data`). `words`: the clause's
     words before the mention, its last nine at least (`words_before`)."""
-    # The window: the last eight words, after the last reset among them.
+    # The window: the last eight words, after the last reset among them. A format named
+    # before a later verb of asking is what an earlier negation refused: the verb starts a
+    # new clause ("instead of json give me xml").
     first = max(len(words) - _NEGATION_WINDOW, 0)
+    verb_after = False
     for i in range(len(words) - 1, first - 1, -1):
         word = words[i]
         follows_verb = i + 1 < len(words) and _REQUEST_CUE.fullmatch(words[i + 1]) is not None
-        if word in _RESETS or (word in ("and", "or", "then", "so") and follows_verb):
+        if (
+            word in _RESETS
+            or (word in ("and", "or", "then", "so") and follows_verb)
+            or (word in _FORMAT_WORDS and verb_after)
+        ):
             first = i + 1
             break
+        verb_after = verb_after or word in _CLAUSE_VERBS or _is_asking(word)
     window = words[first:]
     for i, word in enumerate(window):
         following = window[i + 1] if i + 1 < len(window) else ""
+        if (word, following) in _NEGATION_BIGRAMS:
+            return True
         if following in _NEGATION_EXEMPT_NEXT:
             continue
-        if word.endswith("n't") or word.replace("'", "") in _NEGATIONS:
+        if word in _CANCELS and i and _is_negation(window[i - 1]):
+            continue  # "don't forget the csv"
+        if _is_negation(word):
             if target and _describes_data(words, first + i):
                 continue
             return True
-        if (word, following) in _NEGATION_BIGRAMS:
-            return True
     return False
+
+
+def _is_negation(word: str) -> bool:
+    return word.endswith("n't") or word.replace("'", "") in _NEGATIONS
+
+
+@lru_cache(maxsize=4096)
+def _is_asking(word: str) -> bool:
+    """Whether a word is a verb of asking for a file (the few words of a message repeat:
+    each is matched once)."""
+    return bool(_REQUEST_CUE.fullmatch(word) or _MORE_REQUEST_CUE.fullmatch(word))
 
 
 def _describes_data(words: list[str], at: int) -> bool:

@@ -83,6 +83,21 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("negation", "I like it but not now but create a csv", "csv"),  # the last "but" resets
     ("negation", "don't alpha beta gamma delta epsilon zeta eta csv", None),  # 8 words back
     ("negation", "don't alpha beta gamma delta epsilon zeta eta theta csv", "csv"),  # 9 back
+    # a verb of asking after a refused format starts a new clause
+    ("negation", "instead of json give me xml", "xml"),
+    ("negation", "without json give me xml", "xml"),
+    ("negation", "rather than csv use json", "json"),
+    ("negation", "I don't want json I want xml", "xml"),
+    ("negation", "don't send json send xml", "xml"),
+    ("negation", "don't convert the json to xml", None),  # no verb between: one clause
+    ("negation", "not csv or json", None),
+    # cancelling a format refuses it
+    ("negation", "forget the csv, give me json", "json"),
+    ("negation", "never mind the csv, create xml", "xml"),
+    ("negation", "scrap the csv and make a json", "json"),
+    ("negation", "never mind the csv", None),
+    ("negation", "do not forget to make a csv", "csv"),
+    ("negation", "don't forget the csv", "csv"),
     # questions about a format do not request
     ("question", "what is XML?", None),
     ("question", "what's a csv file", None),
@@ -114,6 +129,18 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("polite", "what about xml instead?", "xml"),
     ("polite", "create a csv?", "csv"),
     ("polite", "can you explain markdown and create a csv?", "csv"),
+    ("polite", "can you show me the csv?", "csv"),
+    ("polite", "could you retrieve that as json?", "json"),
+    ("polite", "can you pull that into a spreadsheet?", "xlsx"),
+    ("polite", "could you compile a csv?", "csv"),
+    ("polite", "can you redo it as json instead of csv", "json"),
+    ("polite", "can you regenerate the csv?", "csv"),
+    # a verb of looking asks only when it names what to make
+    ("polite", "could I see it as json?", "json"),
+    ("polite", "can you list them in a csv?", "csv"),
+    ("polite", "can you print it as csv?", "csv"),
+    ("polite", "can you see the csv?", None),
+    ("polite", "can you list the csv files?", None),
     # several named: the first mentioned wins
     ("first", "csv or json", "csv"),
     ("first", "json and also a csv", "json"),
@@ -160,6 +187,15 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("input", "I uploaded a sales json", None),  # one adjective between
     ("input", "check the data and create a csv", "csv"),
     ("input", "in the spreadsheet, find the outliers", None),
+    # a format the user says they have is the input
+    ("input", "I have a csv, make json from it", "json"),
+    ("input", "I have a csv. Make json from it", "json"),
+    ("input", "we have the csv already, now create the json", "json"),
+    ("input", "I've got a json file, make it xml", "xml"),
+    ("input", "I have a csv", None),
+    ("input", "can I have a csv?", "csv"),  # asking to have one
+    ("input", "could we have it in xml?", "xml"),
+    ("input", "I'd like to have a csv", "csv"),
     # nothing named
     ("none", "", None),
     ("none", "   ", None),
