@@ -11,20 +11,23 @@ a table the model composed. Derived means one of these, not negated in its claus
 - summary and labelling: summarize/summarise, summary, classify, categorize, rank
 - grouping and reshaping: group by, aggregate, pivot, transpose, unpivot, wide/long
   format, deduplicate/unique/distinct
+- new columns and changed values: "add a (new) column", "round ... to 2 decimals",
+  "convert ... to fahrenheit", "total energy per site"
 - resampling: "one row per <time unit>", per/by/every <time unit>, resample, hourly
   values; "one row per sample" (or per reading, record, instance) is the raw grain
   and is not derived
-- selection: "only/just the ... columns", dropping or renaming columns, "filter",
+- selection: "only/just the ... columns", dropping, skipping, leaving out or renaming
+  columns, "filter",
   "only the rows where ...", comparisons with a number ("> 12.4", "greater than 3"),
   "top 10", "first 20 rows"
 - ordering: "sorted by", "order by", ascending/descending. A sort is derived: the raw
   rows keep call order, so only a table the model wrote can honour it.
 
 A cue that is also a name of data (forecast, peak, max, anomaly, trend, statistics,
-summary, average, "daily data") is set aside when its words are among the words of the
-turn's current groups: "export the weather forecast as csv" after `get_forecast`. A turn
-with no groups of its own asks the window's group a reach-back would export instead
-(`handlers.turn`).
+summary, average, percentage, difference, delta, ratio, "daily data") is set aside when
+its words are among the words of the turn's current groups: "export the weather forecast
+as csv" after `get_forecast`. A turn with no groups of its own asks the window's group a
+reach-back would export instead (`handlers.turn`).
 
 A cue's negation and the "I" of "I mean" are read back from the cue only as far as those
 words lie (`handlers/context.py`), so a long message costs time in proportion to its length.
@@ -65,6 +68,15 @@ _DERIVED: Final = _cues(
     r"\baggregat\w*|\bpivot\w*|\bunpivot\w*|\btranspos\w*|\breshap\w*|\bcrosstab\w*",
     r"\b(?:wide|long)\s+format\b|\bbroken\s+down\s+by\b|\bbreak\s+(?:it\s+)?down\s+by\b",
     r"\b(?:unique|distinct|dedup\w*|de-dup\w*)\b|\bremove\s+duplicates\b",
+    # new columns and changed values
+    r"\b(?:add(?:s|ed|ing)?|append(?:s|ed|ing)?|insert(?:s|ed|ing)?)\s+(?:(?:a|an|one|two|\d+"
+    r"|new|extra|another|more)\s+)+(?:columns?|fields?)\b",
+    r"\bround(?:s|ed|ing)?\b[^.;!?\n]{0,40}?\b(?:to|at)\s+(?:\d+|one|two|three)\s+"
+    r"(?:decimals?|decimal\s+places|places|digits|significant)\b",
+    r"\bconvert(?:s|ed|ing)?\b[^.;!?\n]{0,40}?\b(?:to|into)\s+(?:degrees\s+)?"
+    r"(?:fahrenheit|celsius|kelvin|centigrade|metric|imperial|miles|kilometers|kilometres"
+    r"|percent(?:ages?)?)\b",
+    r"\btotal\s+[a-z]+\s+(?:per|by|for\s+each)\b",
     # resampling
     rf"\b(?:one|a|single)\s+row\s+(?:per|for\s+each|each|every)\s+(?:\d+\s*(?:-\s*)?)?{_TIME_UNIT}\b",
     rf"\b(?:per|by|every|each)\s+(?:\d+\s*(?:-\s*)?)?{_TIME_UNIT}\b",
@@ -72,7 +84,8 @@ _DERIVED: Final = _cues(
     # selection
     r"\b(?:only|just|select(?:ed|ing)?|keep(?:ing)?|drop(?:ping)?|remov(?:e|ing)"
     r"|exclud(?:e|ing)|without|renam(?:e|ing)|reorder(?:ing)?|except|omit(?:ting)?"
-    r"|hid(?:e|ing))\b[^.;!?\n]{0,60}?\b(?:columns?|fields?|cols?)\b",
+    r"|hid(?:e|ing)|skip(?:ping)?|ignor(?:e|ing)|leav(?:e|ing)\s+out|delet(?:e|ing)"
+    r"|strip(?:ping)?)\b[^.;!?\n]{0,60}?\b(?:columns?|fields?|cols?)\b",
     r"\bfilter\w*",
     r"\bonly\s+(?:the\s+)?(?:rows|samples|entries|records|values|readings|lines|items|ones)"
     r"\s+(?:where|with|from|for|that|which|above|below|over|under|after|before|since)\b",
@@ -94,6 +107,7 @@ _MAY_NAME_DATA: Final = _cues(
     r"\bstandard\s+deviations?\b|\bvariances?\b|\bstat(?:s|istics?)\b",
     r"\b(?:max|maxima|minima|minimum|maximum|highest|lowest|peak)\b",
     r"\b(?:trends?|correlat\w*|regressions?|anomal\w*|outliers?|forecast\w*)\b",
+    r"\b(?:percentages?|differences?|deltas?|growth\s+rates?|ratios?)\b",
     r"\bsummar(?:y|ies|ize|ized|izes|izing|ise|ised|ises|ising)\b",
     r"\b(?:hourly|daily|weekly|monthly|yearly)\s+(?:values|rows|buckets|figures|readings"
     r"|samples|intervals|data|means|maxima|minima)\b",

@@ -29,6 +29,10 @@ PLAIN: list[str] = [
     "Retrieve the last 24 hours of BatteryVoltage1 and create a csv",
     "Retrieve the last 30 min of data and create a csv",
     "get the history between 00:00 and 01:00 as json",
+    "convert the json to xml",
+    "include the id column and export as csv",
+    "export all 900 rows, the total, as csv",
+    "add the data to a csv",
 ]
 
 DERIVED: list[str] = [
@@ -61,6 +65,14 @@ DERIVED: list[str] = [
     "the maximum voltage",
     "export with min and max",
     "distinct parameters as csv",
+    "export a csv but leave out the id column",
+    "skip the unit field and export as csv",
+    "export it to csv and add a column with the difference",
+    "add a new column for the status",
+    "round the values to 2 decimals and export to csv",
+    "convert the temperatures to fahrenheit and export as csv",
+    "make a csv of the total energy per site",
+    "export a csv with percentages",
 ]
 
 
@@ -95,6 +107,8 @@ def test_negated_derived_cue_is_not_derived() -> None:
         ("Export the stats endpoint output as json", {"stats"}),
         ("Export the summary table as csv", {"summary"}),
         ("Export the average temperatures as csv", {"average", "temperature"}),
+        ("Export the percentage column as csv", {"percentage"}),
+        ("Export the price delta readings as csv", {"price", "delta"}),
     ],
 )
 def test_a_cue_that_is_the_datas_own_name_is_no_computation(
