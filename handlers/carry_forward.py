@@ -101,7 +101,17 @@ _SHAPE_QUESTION: Final = re.compile(
     r"(?:the\s+)?(?:rows?|columns?|table)\b"
     r"|\b(?:row|table|column)\s+(?:shape|layout|structure|format|granularity)\b"
     r"|\bformat\s+for\s+(?:the\s+|each\s+)?rows?\b"
-    r"|\bgranularity\b|\bwide\s+or\s+long\b|\blong\s+or\s+wide\b",
+    r"|\bgranularity\b|\bwide\s+or\s+long\b|\blong\s+or\s+wide\b"
+    # "the unit column included?", "the timestamp and value columns only?"
+    r"|\b(?:columns?|fields?)\s+(?:included|added|kept|dropped|removed|excluded)\b"
+    r"|\binclude\s+(?:only\s+)?(?:the\s+)?[\w-]+\s+(?:and|&)\s+[\w-]+\s+(?:columns|fields)\b"
+    # "one line per reading": a row by another name
+    r"|\b(?:each|every|one|a|single)\s+(?:line|entry|record)\s+(?:per|for\s+each)\b"
+    # the grain: every sample, or one row per period
+    r"|\b(?:raw|individual|all)\s+(?:[\w-]+\s+)?(?:or|vs\.?|versus)\s+(?:the\s+)?"
+    r"(?:hourly|daily|weekly|monthly|per-\w+|aggregated|averaged|summari[sz]ed)\b"
+    r"|\b(?:hourly|daily|weekly|monthly|aggregated|averaged)\s+(?:[\w-]+\s+)?(?:or|vs\.?"
+    r"|versus)\s+(?:the\s+)?(?:raw|individual|all)\b",
     re.IGNORECASE,
 )
 # A reply that says it delivered the file answered; a question after it offers more

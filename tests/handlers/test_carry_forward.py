@@ -58,6 +58,11 @@ def reply(content: str | None, clarification: bool | None = None) -> AssistantMe
         "Should I include the timestamp column?",
         "Would you like me to include the unit column?",
         "Which parameters should I export?",
+        "Do you want the unit column included?",
+        "Would you like me to include the timestamp and value columns only?",
+        "Should the CSV have one line per reading?",
+        "Before I export: do you want the raw samples or hourly averages?",
+        "Daily averages or all samples?",
     ],
 )
 def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -> None:
@@ -83,6 +88,10 @@ def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -
         "480 readings from the north field. Should I include readings from the east field?",
         "Did you know the status field is deprecated?",
         "Which metrics would you like me to chart next?",
+        # Questions about which data, not about the rows' shape or columns.
+        "What time range should the CSV cover?",
+        "Which instances should I include?",
+        "Should I export all 900 samples or only the last 100?",
         "I retrieved the data.",
         "",
         None,
