@@ -4,9 +4,10 @@ docs/contract/decision.md step 7).
 A table cell shows an action value when the two share a key:
 
 - text: trimmed, case-folded, inner whitespace collapsed;
-- number: the cell is a number (thousands grouped by `,` `_` or a space allowed, then
-  optionally a unit of at most 6 letters or a symbol such as `%` or `°C`, with or without a
-  space) and the value equals it or rounds to it, half-up or half-even, at the decimals shown;
+- number: the cell is a number (a currency symbol may lead it; thousands grouped by `,`
+  `_` or a space allowed, then optionally a unit of at most 6 letters or a symbol such as
+  `%` or `°C`, with or without a space) and the value equals it or rounds to it, half-up
+  or half-even, at the decimals shown;
 - date-time: the cell is a date, `T` or a space, a time (seconds and fraction optional),
   then `Z`, an offset or nothing (UTC), and the value is the same instant cut to the
   precision shown;
@@ -33,7 +34,8 @@ from handlers.rows import cell_text
 
 _SPACES: Final = " \u00a0\u202f"
 _NUMBER: Final = re.compile(
-    rf"(?P<sign>[+\-\u2212])?"
+    # a currency symbol may lead, before or after the sign ("$12.50", "-$3.20", "€ 1,234")
+    rf"(?:[$€£¥][{_SPACES}]?(?=[+\-\u2212]))?(?P<sign>[+\-\u2212])?(?:[$€£¥][{_SPACES}]?)?"
     rf"(?P<int>\d{{1,3}}(?P<sep>[,_{_SPACES}])\d{{3}}(?:(?P=sep)\d{{3}})*|\d+)"
     r"(?:\.(?P<frac>\d+))?"
     rf"(?:[{_SPACES}]?(?:[^\W\d_]{{1,6}}(?:/[^\W\d_]{{1,6}})?|%|‰|°[^\W\d_]{{0,2}}|[$€£¥]))?"

@@ -89,6 +89,10 @@ def test_table_columns_with_units_are_action_columns() -> None:
         ("1,234", "1234"),
         ("12.48 V", "12.48"),
         ("1,200 rpm", 1200.0),
+        ("$12.50", 12.5),  # a currency symbol leads
+        ("€ 1,234.50", 1234.5),
+        ("-$3.20", -3.2),
+        ("$-3.2", -3.2),
         # date-times: T or space, seconds optional, Z/offset/nothing = UTC, precision shown
         ("2026-11-19 00:01", "2026-11-19T00:01:30Z"),
         ("2026-11-19T00:01Z", "2026-11-19T00:01:59.999Z"),
@@ -128,6 +132,8 @@ def test_cell_shows_the_action_value(text: str, value: Any) -> None:
         ("true", "yes"),
         ("n/a", None),
         ("45%", 0.45),
+        ("$12.50", 12.49),
+        ("$$12.50", 12.5),
     ],
 )
 def test_cell_does_not_show_another_value(text: str, value: Any) -> None:
