@@ -38,6 +38,8 @@ ROW_KEYS: tuple[str, ...] = (
 # Envelope bookkeeping, not data: dropped when a dict is itself the row.
 CONTROL_KEYS = frozenset({"count", "status", "message", "total", "nextlink", "page", "pagination"})
 TRUNCATION_KEYS = frozenset({"truncated", "istruncated", "rowstruncated"})
+# Blocks of an envelope that describe its paging: a truncation flag may sit in them.
+_PAGING_KEYS: Final = CONTROL_KEYS | {"meta", "metadata", "paging", "pageinfo"}
 SECRET_PARTS: tuple[str, ...] = (
     "token",
     "secret",
@@ -193,12 +195,19 @@ def is_truncated(result: Any) -> bool:
 
 
 def says_truncated(source: RowSource) -> bool:
-    """Whether a located result's envelopes say it was truncated."""
-    return any(
-        _truthy(value)
+    """Whether a located result's envelopes say it was truncated: a flag of theirs, or of
+    their paging block (`{"rows": [...], "pagination": {"is_truncated": true}}`)."""
+    return any(_flags_truncation(holder) for holder in source.holders) or any(
+        _flags_truncation(value)
         for holder in source.holders
         for key, value in holder.items()
-        if normalize_key(key) in TRUNCATION_KEYS
+        if isinstance(value, Mapping) and normalize_key(key) in _PAGING_KEYS
+    )
+
+
+def _flags_truncation(holder: Mapping[str, Any]) -> bool:
+    return any(
+        _truthy(value) for key, value in holder.items() if normalize_key(key) in TRUNCATION_KEYS
     )
 
 

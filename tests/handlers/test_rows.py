@@ -181,6 +181,14 @@ def test_truncated_flag_in_the_dict_that_held_the_rows() -> None:
     assert is_truncated({"data": {"truncated": True, "items": [{"a": 1}]}})
 
 
+@pytest.mark.parametrize("block", ["pagination", "page", "meta", "Metadata", "paging"])
+def test_truncated_flag_in_the_envelopes_paging_block(block: str) -> None:
+    assert is_truncated({"rows": [{"a": 1}], block: {"is_truncated": True}})
+    assert is_truncated({"data": {"items": [{"a": 1}], block: {"truncated": "true"}}})
+    assert not is_truncated({"rows": [{"a": 1}], block: {"truncated": False}})
+    assert not is_truncated({"rows": [{"a": 1}], "detail": {"truncated": True}})  # not paging
+
+
 def test_truncated_flag_false_or_absent_is_not_truncated() -> None:
     assert not is_truncated({"truncated": False, "items": [{"a": 1}]})
     assert not is_truncated({"truncated": "false", "items": [{"a": 1}]})
