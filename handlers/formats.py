@@ -22,7 +22,9 @@ The text is read sentence by sentence; each mention of a format is judged in its
   csv?"), and the nearest earlier cue is a request verb ("create", "export", "get", "put",
   "show", "retrieve", "redo", ...). "csv or json?" therefore requests nothing. A verb of
   looking ("see", "view", "list", "print", "copy") asks only for a conversion target:
-  "could I see it as json?" requests json, "can you see the csv?" nothing.
+  "could I see it as json?" requests json, "can you see the csv?" nothing. A fragment that
+  names a conversion target with no verb before it asks for it ("and in xml?"). "Do it in
+  csv" is an imperative, not a question.
 - A mention of what the user already has is the input, not the output, and does not
   request: a mention right after "this", "these", "my", "our", "attached", "uploaded",
   "existing", ... (one adjective may sit between: "my sales spreadsheet"), after "from"
@@ -107,8 +109,9 @@ _WH_QUESTION_START: Final = re.compile(
 )
 _WH_START: Final = re.compile(r"(?:what|how|why|which|who|whom|whose|when|where)\b", _I)
 _AUX_START: Final = re.compile(
-    r"(?:is|are|was|were|am|does|do|did|should|must|has|have|had|isn't|aren't|doesn't"
-    r"|didn't)\b(?!\s+not\b)",
+    r"(?:is|are|was|were|am|does|did|should|must|has|have|had|isn't|aren't|doesn't|didn't"
+    # "do it in csv", "do that as json" are imperatives ("do you", "does it" ask)
+    r"|do(?!\s+(?:it|that|this|so|the\s+same)\b))\b(?!\s+not\b)",
     _I,
 )
 
@@ -280,7 +283,8 @@ def _requested_in(sentence: str) -> list[_Mention]:
         if kind == "interrogative":
             continue
         if kind in ("polite", "fragment") and not (
-            cue in ("request", "input") or (cue == "look" and target)
+            cue in ("request", "input")
+            or (target and (cue == "look" or (cue is None and kind == "fragment")))
         ):
             continue
         requested.append(replace(mention, target=target))

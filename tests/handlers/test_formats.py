@@ -141,6 +141,12 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("polite", "can you print it as csv?", "csv"),
     ("polite", "can you see the csv?", None),
     ("polite", "can you list the csv files?", None),
+    ("polite", "and in xml?", "xml"),  # a bare fragment naming a target
+    ("polite", "as json?", "json"),
+    ("polite", "ok do it in csv", "csv"),  # an imperative, not a question
+    ("polite", "Do the same in xml", "xml"),
+    ("polite", "Do you have a csv", None),
+    ("polite", "can I open it in excel?", None),
     # several named: the first mentioned wins
     ("first", "csv or json", "csv"),
     ("first", "json and also a csv", "json"),
