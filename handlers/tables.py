@@ -467,10 +467,13 @@ def _is_sentence_after(last: _Record, rows: list[_Record]) -> bool:
 def _signs_off(last: _Record, rows: list[_Record]) -> bool:
     """Whether the record's first cell opens with a sign-off verb and runs to several words
     in a column of short names, and the record names its reader (me, you, us): titles and
-    names open with "Let", "Please" or "I" too, and rarely ask anything of anyone."""
+    names open with "Let", "Please" or "I" too, and rarely ask anything of anyone; one that
+    does ("Please Please Me") is written in title case, which a sign-off is not."""
     first = last.cells[0]
     if last.quoted[0] or _words(first) < _SENTENCE_CELL_WORDS:
         return False
+    if all(word[:1].isupper() for word in first.split()):
+        return False  # "Please Please Me": a title's every word is capitalised
     spoken = _SPEECH_WORD.findall(last.text.lower().replace("\u2019", "'"))
     return (
         bool(spoken)

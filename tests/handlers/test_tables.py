@@ -241,6 +241,8 @@ def test_unfenced_csv_sign_off_below_a_table_of_text_is_prose_not_a_row(sign_off
         ("There Will Be Blood", "P. T. Anderson"),
         ("Please confirm budget", "Carol"),
         ("Hope this helps", "cheers"),  # a sign-off, maybe, but it names no reader
+        ("Please Please Me", "The Beatles"),  # names a reader, in title case
+        ("Let Me Be There", "Olivia Newton-John"),
     ],
 )
 def test_unfenced_csv_last_row_of_a_table_of_text_stays_a_row(last: tuple[str, str]) -> None:
