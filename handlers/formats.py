@@ -28,7 +28,8 @@ The text is read sentence by sentence; each mention of a format is judged in its
 - A mention of what the user already has is the input, not the output, and does not
   request: a mention right after "this", "these", "my", "our", "attached", "uploaded",
   "existing", ... (one adjective may sit between: "my sales spreadsheet"), after "from"
-  ("from the json"), or whose nearest earlier cue is a verb that works on a file the user
+  ("from the json"), after "attached is" or "here is" ("here's the json"), or whose nearest
+  earlier cue is a verb that works on a file the user
   holds ("analyze", "validate", "check", "review", "parse", "import", "fix", ...), or
   after "in the" ("the outliers in the spreadsheet"), or that the user says they have
   ("I have a csv", "we've already got the json"; "can I have a csv" asks for one).
@@ -174,7 +175,10 @@ _INPUT_CUE: Final = re.compile(
 # Words that say the file is the user's own, right before the mention.
 _INPUT_DETERMINER: Final = re.compile(
     r"(?:\b(?:this|these|my|our|attached|uploaded|enclosed|pasted|existing|original)\s+"
-    r"|\b(?:attached|uploaded|enclosed|pasted)\s+(?:a|an|the)\s+)"  # "I uploaded a json"
+    r"|\b(?:attached|uploaded|enclosed|pasted)\s+(?:a|an|the)\s+"  # "I uploaded a json"
+    # "attached is a spreadsheet", "here's the json": the user hands it over
+    r"|\b(?:(?:attached|enclosed|uploaded)\s+(?:is|are)|here(?:'s|\s+is|\s+are))"
+    r"\s+(?:(?:a|an|the|some)\s+)?)"
     r"(?:(?!(?:to|into|as|in|a|an|the|of|for|and|or|from)\s)[a-z][\w-]*\s+)?$",
     _I,
 )

@@ -202,6 +202,9 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("input", "can I have a csv?", "csv"),  # asking to have one
     ("input", "could we have it in xml?", "xml"),
     ("input", "I'd like to have a csv", "csv"),
+    ("input", "Attached is a spreadsheet, fix the formulas", None),
+    ("input", "Here's the json, convert it to xml", "xml"),
+    ("input", "here is a csv I made. Make it json", "json"),
     # nothing named
     ("none", "", None),
     ("none", "   ", None),
