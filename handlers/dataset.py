@@ -37,7 +37,7 @@ from handlers.excerpt import TableMatcher, is_excerpt
 from handlers.row_digest import row_digest, row_digests
 from handlers.rows import Row, RowCleaner, locate_rows, says_truncated
 from handlers.selection import ResultRef, Selection, choose_actions, source_column_name
-from handlers.tables import Table, without_secret_columns
+from handlers.tables import Table, without_row_numbers, without_secret_columns
 
 
 class _Group(msgspec.Struct):
@@ -77,8 +77,13 @@ class RowCollector:
         log_after: int = SMALL,
     ) -> None:
         # The rows lose their secret keys as they are fed (step 8), so the excerpt test
-        # (step 7, on the rows as retrieved) sets the table's secret columns aside too.
-        self._matcher = TableMatcher(without_secret_columns(table)) if table is not None else None
+        # (step 7, on the rows as retrieved) sets the table's secret columns aside too, and
+        # the row numbers a model put in front of the rows it pasted.
+        self._matcher = (
+            TableMatcher(without_row_numbers(without_secret_columns(table)))
+            if table is not None
+            else None
+        )
         self._groups: dict[str, _Group] = {}
         self._cleaner = RowCleaner()
         self._pages_expected: dict[str, int] = {}

@@ -7,13 +7,13 @@ import io
 import re
 from bisect import bisect_right
 from collections.abc import Callable
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import Final
 
 import msgspec
 
 from handlers.cell_keys import shows_a_value
-from handlers.rows import is_secret_key
+from handlers.rows import is_secret_key, normalize_key
 
 
 class Table(msgspec.Struct, frozen=True):
@@ -562,3 +562,25 @@ def without_secret_columns(table: Table) -> Table:
         columns=tuple(table.columns[i] for i in keep),
         rows=tuple(tuple(row[i] for i in keep if i < len(row)) for row in table.rows),
     )
+
+
+# A first column that only numbers the rows a model pasted: "#", "No.", "Row", "Index" (or
+# no name at all) over 1, 2, 3... or 0, 1, 2...
+_ROW_NUMBER_NAMES: Final = frozenset(
+    {"", "no", "nr", "num", "number", "row", "rowno", "rownumber", "index", "idx", "n"}
+)
+_ROW_NUMBER: Final = re.compile(r"(\d{1,9})\.?")
+
+
+def without_row_numbers(table: Table) -> Table:
+    """The table without a first column that only numbers its rows (excerpt matching,
+    docs/contract/decision.md step 7): the action rows never held those numbers."""
+    if len(table.columns) < 2 or normalize_key(table.columns[0]) not in _ROW_NUMBER_NAMES:
+        return table
+    found = [_ROW_NUMBER.fullmatch(row[0].strip()) if row else None for row in table.rows]
+    numbers = [int(m.group(1)) for m in found if m is not None]
+    if len(numbers) != len(table.rows) or numbers[0] not in (0, 1):
+        return table
+    if any(later <= earlier for earlier, later in pairwise(numbers)):
+        return table  # rows elided between two shown ones leave a gap, never a step back
+    return Table(columns=table.columns[1:], rows=tuple(row[1:] for row in table.rows))

@@ -170,6 +170,38 @@ def test_elision_rows_and_ellipsis_columns_do_not_make_a_table_composed() -> Non
     assert excerpt_of(SAMPLES, table)
 
 
+@pytest.mark.parametrize("header", ["#", "No.", "Row", "index", ""])
+def test_a_first_column_numbering_the_pasted_rows_does_not_make_a_table_composed(
+    header: str,
+) -> None:
+    reply = (
+        f"| {header} | timestamp | value |\n|---|---|---|\n"
+        "| 1 | 2026-11-19T00:00:00Z | 12.4 |\n| 2 | 2026-11-19T00:00:30Z | 12.4 |\n"
+        "| ... | ... | ... |\n| 120 | 2026-11-19T00:59:30Z | 12.46 |\n"
+    )
+    assert excerpt_of(SAMPLES, find_table(reply))
+
+
+@pytest.mark.parametrize(
+    ("header", "numbers"),
+    [
+        ("Rank", ("1", "2")),  # a rank is the model's own column
+        ("#", ("2", "3")),  # not counted from 0 or 1
+        ("#", ("1", "1")),  # not increasing
+        ("#", ("a", "b")),
+    ],
+)
+def test_a_first_column_that_is_not_row_numbers_still_makes_a_table_composed(
+    header: str, numbers: tuple[str, str]
+) -> None:
+    first, second = numbers
+    reply = (
+        f"| {header} | timestamp | value |\n|---|---|---|\n"
+        f"| {first} | 2026-11-19T00:00:00Z | 12.4 |\n| {second} | 2026-11-19T00:00:30Z | 12.4 |\n"
+    )
+    assert not excerpt_of(SAMPLES, find_table(reply))
+
+
 def test_table_whose_values_are_in_no_row_is_composed() -> None:
     reply = "| Hour | Value (V) |\n|---|---|\n| 2026-11-19 00:00 | 12.43 V |\n"  # an average
     assert not excerpt_of(SAMPLES, find_table(reply))

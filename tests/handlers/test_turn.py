@@ -274,6 +274,20 @@ def test_excerpt_between_sentences_without_end_punctuation_loses_to_the_action_r
     assert len(rows) == 50
 
 
+def test_excerpt_table_with_numbered_rows_loses_to_the_action_rows() -> None:
+    # Models number the rows they paste; the numbers are no column of the action rows.
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(50)))
+    chat.reply(
+        "| # | timestamp | value |\n|---|---|---|\n| 1 | t0000 | 12.0 |\n| 2 | t0001 | 12.001 |"
+    )
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan)
+    assert (outcome.row_source, outcome.why.rule) == ("action_rows", "excerpt_replaced")
+    assert len(rows) == 50 and list(rows[0]) == ["timestamp", "value"]
+
+
 def test_excerpt_table_with_a_secret_column_still_loses_to_the_action_rows() -> None:
     # Step 7 compares the table with the rows as retrieved, before step 8 drops secret
     # keys; the rows lose them as they are read, so the table's secret columns are set
