@@ -149,10 +149,6 @@ _LOOK_CUE: Final = re.compile(
 # After a refused format, one of these starts a new clause: "instead of json give me xml",
 # "I don't want json I want xml".
 _CLAUSE_VERBS: Final = frozenset({"use", "prefer", "choose", "pick", "try", "go"})
-_FORMAT_WORDS: Final = frozenset(
-    {"csv", "csvs", "json", "xml", "xlsx", "xls", "excel", "spreadsheet", "spreadsheets",
-     "pdf", "pdfs", "docx", "markdown", "md"}
-)  # fmt: skip
 _ABOUT_CUE: Final = re.compile(
     r"\bwhat(?:'s|s|\s+is|\s+are|\s+was|\s+were|\s+does|\s+do)\b"
     # "how do I open", "how to make": swallow the verb so it is not read as a request
@@ -412,7 +408,7 @@ def _is_negated(words: list[str], target: bool = False) -> bool:
         if (
             word in _RESETS
             or (word in ("and", "or", "then", "so") and follows_verb)
-            or (word in _FORMAT_WORDS and verb_after)
+            or (verb_after and _names_a_format(word))
         ):
             first = i + 1
             break
@@ -442,6 +438,12 @@ def _is_asking(word: str) -> bool:
     """Whether a word is a verb of asking for a file (the few words of a message repeat:
     each is matched once)."""
     return bool(_REQUEST_CUE.fullmatch(word) or _MORE_REQUEST_CUE.fullmatch(word))
+
+
+@lru_cache(maxsize=4096)
+def _names_a_format(word: str) -> bool:
+    """Whether a word alone is a mention of a format (`_MENTIONS`)."""
+    return any(pattern.fullmatch(word) for _, _, pattern in _MENTIONS)
 
 
 def _describes_data(words: list[str], at: int) -> bool:
