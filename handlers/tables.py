@@ -579,7 +579,7 @@ def without_row_numbers(table: Table) -> Table:
         return table
     found = [_ROW_NUMBER.fullmatch(row[0].strip()) if row else None for row in table.rows]
     numbers = [int(m.group(1)) for m in found if m is not None]
-    if len(numbers) != len(table.rows) or numbers[0] not in (0, 1):
+    if not numbers or len(numbers) != len(table.rows) or numbers[0] not in (0, 1):
         return table
     if any(later <= earlier for earlier, later in pairwise(numbers)):
         return table  # rows elided between two shown ones leave a gap, never a step back

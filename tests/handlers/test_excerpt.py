@@ -15,7 +15,7 @@ from handlers.cell_keys import cell_matches
 from handlers.dataset import RowCollector
 from handlers.excerpt import TableMatcher, column_name_key, has_table_columns
 from handlers.selection import ResultRef
-from handlers.tables import Table, find_table
+from handlers.tables import Table, find_table, without_row_numbers
 
 
 def excerpt_of(rows: list[dict[str, Any]], table: Table | None) -> bool:
@@ -200,6 +200,11 @@ def test_a_first_column_that_is_not_row_numbers_still_makes_a_table_composed(
         f"| {first} | 2026-11-19T00:00:00Z | 12.4 |\n| {second} | 2026-11-19T00:00:30Z | 12.4 |\n"
     )
     assert not excerpt_of(SAMPLES, find_table(reply))
+
+
+def test_row_numbers_of_a_table_without_rows_are_not_looked_for() -> None:
+    table = Table(("#", "value"), ())
+    assert without_row_numbers(table) is table
 
 
 def test_table_whose_values_are_in_no_row_is_composed() -> None:
