@@ -287,3 +287,37 @@ def test_format_the_user_already_has_is_input_not_a_request(
     text: str, expected: RequestFormat | None
 ) -> None:
     assert detect_format(text) == expected
+
+
+# Every pair of produced formats, in every phrasing that refuses or holds the first and
+# asks for the second: the second is requested ("excel" is xlsx, csv being refused).
+_GIVE_WAY: list[str] = [
+    "instead of {a} give me {b}",
+    "without {a} give me {b}",
+    "rather than {a} use {b}",
+    "I don't want {a} I want {b}",
+    "don't send {a}, send {b}",
+    "forget the {a}, give me {b}",
+    "never mind the {a}, create {b}",
+    "I have a {a}, make {b} from it",
+    "we've already got the {a}. Now create the {b}",
+    "here's the {a}, export it as {b}",
+]
+_PRODUCED: dict[str, RequestFormat] = {
+    "csv": "csv",
+    "json": "json",
+    "xml": "xml",
+    "xlsx": "xlsx",
+    "excel": "xlsx",
+}
+
+
+@pytest.mark.parametrize("phrasing", _GIVE_WAY)
+@pytest.mark.parametrize(
+    ("refused", "asked"),
+    [(a, b) for a in _PRODUCED for b in _PRODUCED if _PRODUCED[a] != _PRODUCED[b]],
+)
+def test_a_refused_or_held_format_gives_way_to_the_one_asked_for(
+    phrasing: str, refused: str, asked: str
+) -> None:
+    assert detect_format(phrasing.format(a=refused, b=asked)) == _PRODUCED[asked]
