@@ -321,3 +321,29 @@ def test_a_refused_or_held_format_gives_way_to_the_one_asked_for(
     phrasing: str, refused: str, asked: str
 ) -> None:
     assert detect_format(phrasing.format(a=refused, b=asked)) == _PRODUCED[asked]
+
+
+_ASKING_VERBS = [
+    "create",
+    "export",
+    "show",
+    "retrieve",
+    "fetch",
+    "pull",
+    "compile",
+    "redo",
+    "regenerate",
+]
+_LOOKING_VERBS = ["see", "view", "list", "print", "copy"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "xml", "xlsx"])
+@pytest.mark.parametrize("verb", _ASKING_VERBS + _LOOKING_VERBS)
+def test_a_polite_verb_that_names_what_to_make_requests_it(verb: str, fmt: str) -> None:
+    assert detect_format(f"Could you {verb} it as {fmt}?") == fmt
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "xml", "xlsx"])
+@pytest.mark.parametrize("verb", _LOOKING_VERBS)
+def test_a_polite_verb_of_looking_at_a_file_requests_nothing(verb: str, fmt: str) -> None:
+    assert detect_format(f"Could you {verb} the {fmt}?") is None
