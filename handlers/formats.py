@@ -265,7 +265,7 @@ def _requested_in(sentence: str) -> list[_Mention]:
     if not mentions:
         return []
     kind = _sentence_kind(sentence)
-    cues = _cues(sentence)
+    cues, looks = _cues(sentence)
     pieces = _Pieces(sentence)
     requested = []
     for mention in mentions:
@@ -282,9 +282,17 @@ def _requested_in(sentence: str) -> list[_Mention]:
             continue
         if kind == "interrogative":
             continue
+        # In a question, a target with no cue before it asks when the question is a bare
+        # fragment ("and in xml?") or a verb of looking comes before it ("could I see it as
+        # json?"). Looking never stands in for a verb of asking before it ("make a device
+        # list csv?").
         if kind in ("polite", "fragment") and not (
             cue in ("request", "input")
-            or (target and (cue == "look" or (cue is None and kind == "fragment")))
+            or (
+                target
+                and cue is None
+                and (kind == "fragment" or bisect_left(looks, mention.start) > 0)
+            )
         ):
             continue
         requested.append(replace(mention, target=target))
@@ -365,26 +373,29 @@ def _sentence_kind(sentence: str) -> _SentenceKind:
     return "statement"
 
 
-_Cue = Literal["request", "about", "input", "look"]
+_Cue = Literal["request", "about", "input"]
 
 
-def _cues(sentence: str) -> list[tuple[int, _Cue]]:
+def _cues(sentence: str) -> tuple[list[tuple[int, _Cue]], list[int]]:
+    """The sentence's cues, sorted, and where its verbs of looking start (they are no cue:
+    "list" and "copy" are nouns as often as verbs)."""
     about = [(m.start(), m.end()) for m in _ABOUT_CUE.finditer(sentence)]
     about_starts = [start for start, _ in about]
-    cues: list[tuple[int, _Cue]] = [(s, "about") for s, _ in about]
-    asking: list[tuple[int, _Cue]] = [
-        *((m.start(), "request") for m in _REQUEST_CUE.finditer(sentence)),
-        *((m.start(), "request") for m in _MORE_REQUEST_CUE.finditer(sentence)),
-        *((m.start(), "look") for m in _LOOK_CUE.finditer(sentence)),
-    ]
-    for start, kind in asking:
+
+    def outside_about(start: int) -> bool:
         # inside an "about" cue ("how do I make"): the about cue that starts last at or
         # before it (their spans do not overlap) is the only one that can hold it
         at = bisect_left(about_starts, start + 1) - 1
-        if at < 0 or about[at][1] <= start:
-            cues.append((start, kind))
+        return at < 0 or about[at][1] <= start
+
+    cues: list[tuple[int, _Cue]] = [(s, "about") for s, _ in about]
+    for pattern in (_REQUEST_CUE, _MORE_REQUEST_CUE):
+        cues.extend(
+            (m.start(), "request") for m in pattern.finditer(sentence) if outside_about(m.start())
+        )
     cues.extend((m.start(), "input") for m in _INPUT_CUE.finditer(sentence))
-    return sorted(cues)
+    looks = [m.start() for m in _LOOK_CUE.finditer(sentence) if outside_about(m.start())]
+    return sorted(cues), looks
 
 
 def _nearest_cue(cues: list[tuple[int, _Cue]], position: int) -> _Cue | None:

@@ -141,6 +141,10 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("polite", "can you print it as csv?", "csv"),
     ("polite", "can you see the csv?", None),
     ("polite", "can you list the csv files?", None),
+    # ... and never stands in for a verb of asking before it ("list" is a noun too)
+    ("polite", "Can you make a device list csv?", "csv"),
+    ("polite", "Could you send a copy of the csv?", "csv"),
+    ("polite", "Can you create a list of sensors and a csv?", "csv"),
     ("polite", "and in xml?", "xml"),  # a bare fragment naming a target
     ("polite", "as json?", "json"),
     ("polite", "ok do it in csv", "csv"),  # an imperative, not a question
