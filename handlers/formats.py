@@ -32,7 +32,9 @@ The text is read sentence by sentence; each mention of a format is judged in its
   earlier cue is a verb that works on a file the user
   holds ("analyze", "validate", "check", "review", "parse", "import", "fix", ...), or
   after "in the" ("the outliers in the spreadsheet"), or that the user says they have
-  ("I have a csv", "we've already got the json"; "can I have a csv" asks for one).
+  ("I have a csv", "we've already got the json"; "can I have a csv" asks for one), or
+  that the data already is in ("the data is in json", "I have it in csv"; "make sure it's
+  in csv" asks).
 - A conversion target is a mention right after "to", "into", "as" (not "as well as",
   "such as") or "in" (not "in the": that is where something is), with an optional
   article or file name between ("to XML", "as a csv", "in excel", "as data.csv").
@@ -193,6 +195,18 @@ _POSSESSION_BEFORE: Final = re.compile(
     r"(?:(?:a|an|the|some|two|both|these|those|that|this|my|our)\s+)?(?:[a-z][\w-]*\s+)?$",
     _I,
 )
+# "the data is in json", "I have it in csv": where the data is now, not what to make (the
+# target's "in" read as a place). Not after "make sure", "ensure", "check that": those ask.
+_HELD_IN_BEFORE: Final = re.compile(
+    r"(?:(?<![\w'])(?P<before>[a-z']+)\s+)?"
+    r"(?:\b[a-z]+(?:\s+(?:is|are|was|were)|'s|'re)"
+    r"|\b(?:i|we|you|they)(?:'ve|\s+have)(?:\s+got)?\s+(?:it|them|this|that|these|those"
+    r"|everything|(?:the|my|our)\s+[\w-]+))"
+    r"(?:\s+(?:already|currently|now|all|still|stored|saved|kept))?"
+    r"\s+in\s+(?:(?:a|an)\s+)?(?:[\w-]+\.)?$",
+    _I,
+)
+_ASKS_BEFORE_HELD: Final = frozenset({"sure", "ensure", "that", "check", "verify", "confirm"})
 _MODALS: Final = frozenset(
     {"can", "could", "may", "might", "would", "will", "shall", "should", "must", "do", "does",
      "did", "let"}
@@ -270,6 +284,8 @@ def _requested_in(sentence: str) -> list[_Mention]:
     requested = []
     for mention in mentions:
         phrase = pieces.phrase_before(mention.start)
+        if phrase is not None and _is_held_in(phrase):
+            continue  # the input: "the data is in json, convert it to csv"
         target = phrase is not None and _is_target(phrase)
         # the last nine words of the clause: the negation window and the word before it
         words = words_before(sentence, mention.start, _NEGATION_WINDOW + 1, _WORD, _CLAUSE_BREAK)
@@ -349,6 +365,15 @@ def _is_input(before: str) -> bool:
         return True
     held = _POSSESSION_BEFORE.search(before)
     return held is not None and (held.group("before") or "").lower() not in _MODALS
+
+
+def _is_held_in(before: str) -> bool:
+    """Whether the text before a mention says the data already is in that format."""
+    held = _HELD_IN_BEFORE.search(before)
+    if held is None:
+        return False
+    word = (held.group("before") or "").lower()
+    return word not in _ASKS_BEFORE_HELD and word not in _MODALS  # "could we have it in xml?"
 
 
 def _mentions(sentence: str) -> list[_Mention]:

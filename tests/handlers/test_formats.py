@@ -207,6 +207,15 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("input", "could we have it in xml?", "xml"),
     ("input", "I'd like to have a csv", "csv"),
     ("input", "Attached is a spreadsheet, fix the formulas", None),
+    # the format the data already is in
+    ("input", "the data is in json, convert it to csv", "csv"),
+    ("input", "it is in xml, give me json", "json"),
+    ("input", "the readings are in json; make a csv", "csv"),
+    ("input", "I have it in csv, can you make json?", "json"),
+    ("input", "The file is in csv format and I need it in json", "json"),
+    ("input", "make sure it's in csv", "csv"),  # asks
+    ("input", "it should be in csv", "csv"),
+    ("input", "can I have it in json?", "json"),
     ("input", "Here's the json, convert it to xml", "xml"),
     ("input", "here is a csv I made. Make it json", "json"),
     # nothing named
