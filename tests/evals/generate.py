@@ -112,6 +112,16 @@ def plan() -> list[tuple[str, str, str, Build]]:
         cases.append(("reach_back_recency", slug, summary, build))
     for slug, summary, build in carried.carried_cases():
         cases.append(("carried", slug, summary, build))
+    # Added after the first set, so that its cases (and their random draws) stay as they were.
+    for i, (text, fmt) in enumerate(wording.MORE_INTENTS):
+        cases.append(
+            (
+                "format_intent",
+                f"intent_more_{i:02d}",
+                f"{text!r} requests {fmt}",
+                lambda c, r, t=text, f=fmt: wording.format_intent(c, r, t, f),
+            )
+        )
     return cases
 
 

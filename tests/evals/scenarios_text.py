@@ -32,6 +32,23 @@ INTENTS: list[tuple[str, str | None]] = [
 ]
 
 
+# Phrasings a user plausibly writes that the first rules missed: a negation reaching past
+# the format it refused, the user's own file, verbs of asking and looking.
+MORE_INTENTS: list[tuple[str, str | None]] = [
+    ("instead of json give me xml", "xml"),
+    ("I don't want json I want xml", "xml"),
+    ("forget the csv, give me json", "json"),
+    ("I have a csv, make json from it", "json"),
+    ("the data is in json, convert it to csv", "csv"),
+    ("Attached is a spreadsheet, fix the formulas", None),
+    ("can you show me the csv?", "csv"),
+    ("could I see it as json?", "json"),
+    ("can you see the csv?", None),
+    ("Can you make a device list csv?", "csv"),
+    ("ok do it in csv", "csv"),
+]
+
+
 def format_intent(case: Case, rng: random.Random, text: str, fmt: str | None) -> None:
     rows = telemetry("BusVoltage", rng.randint(20, 60), seed=case.number)
     case.user(text)
