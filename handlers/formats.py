@@ -206,11 +206,11 @@ _HELD_IN_BEFORE: Final = re.compile(
     r"\s+in\s+(?:(?:a|an)\s+)?(?:[\w-]+\.)?$",
     _I,
 )
-_ASKS_BEFORE_HELD: Final = frozenset({"sure", "ensure", "that", "check", "verify", "confirm"})
 _MODALS: Final = frozenset(
     {"can", "could", "may", "might", "would", "will", "shall", "should", "must", "do", "does",
      "did", "let"}
 )  # fmt: skip
+_ASKS_BEFORE_HELD: Final = _MODALS | {"sure", "ensure", "that", "check", "verify", "confirm"}
 _PIECE: Final = re.compile(r"\S+")
 _STEM: Final = re.compile(r"[\w-]+")
 # The word before the preposition starts where a run of word characters starts (a match
@@ -363,17 +363,20 @@ def _is_input(before: str) -> bool:
     """Whether the text before a mention names the file the user already has."""
     if _INPUT_DETERMINER.search(before) or _SOURCE_BEFORE.search(before):
         return True
-    held = _POSSESSION_BEFORE.search(before)
-    return held is not None and (held.group("before") or "").lower() not in _MODALS
+    return _says_unasked(_POSSESSION_BEFORE, before, _MODALS)
 
 
 def _is_held_in(before: str) -> bool:
     """Whether the text before a mention says the data already is in that format."""
-    held = _HELD_IN_BEFORE.search(before)
-    if held is None:
-        return False
-    word = (held.group("before") or "").lower()
-    return word not in _ASKS_BEFORE_HELD and word not in _MODALS  # "could we have it in xml?"
+    return _says_unasked(_HELD_IN_BEFORE, before, _ASKS_BEFORE_HELD)
+
+
+def _says_unasked(pattern: re.Pattern[str], before: str, asking: frozenset[str]) -> bool:
+    """Whether `pattern` (with an optional group `before`, the word ahead of its subject)
+    matches the text before a mention, and that word does not make it a request ("can I
+    have", "could we have it in", "make sure it's in")."""
+    found = pattern.search(before)
+    return found is not None and (found.group("before") or "").lower() not in asking
 
 
 def _mentions(sentence: str) -> list[_Mention]:
