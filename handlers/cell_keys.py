@@ -11,7 +11,11 @@ A table cell shows an action value when the two share a key:
 - date-time: the cell is a date, `T` or a space, a time (seconds and fraction optional),
   then `Z`, an offset or nothing (UTC), and the value is the same instant cut to the
   precision shown;
-- boolean: the cell is true/false/yes/no and the value is that boolean.
+- boolean: the cell is true/false/yes/no and the value is that boolean;
+- nothing: the cell is a marker of no value (`null`, `none`, `n/a`, a dash) and the value is
+  missing, null or empty;
+- a cut text: the cell ends in an ellipsis (`...`, `…`) after at least one character, and
+  the value's text begins with what is shown before it.
 
 A column's `Readings` say which decimals, date-time precisions and offsets its cells use,
 so an action value is read only the ways the column needs. Action values stream past one a
@@ -48,6 +52,10 @@ _DATE_TIME: Final = re.compile(
 )
 _DATE_OR_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?")
 _BOOLEANS: Final = {"true": True, "false": False, "yes": True, "no": False}
+# What a model writes for a missing or null value.
+_NOTHING: Final = frozenset({"null", "none", "n/a", "-", "\u2013", "\u2014"})
+# What ends a cut text ("Sensor reading abo…"); a cell of only an ellipsis is an elision.
+_ELLIPSES: Final = ("...", "\u2026")
 _ROUNDINGS: Final = (ROUND_HALF_UP, ROUND_HALF_EVEN)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH: Final = datetime(1970, 1, 1)  # a date-time without a zone means UTC
@@ -65,6 +73,7 @@ class Readings(msgspec.Struct, frozen=True):
     scaled: frozenset[tuple[int, int]] = frozenset()
     instants: frozenset[tuple[int, int]] = frozenset()  # (precision µs, UTC offset µs)
     booleans: bool = False
+    cuts: frozenset[int] = frozenset()  # the lengths of text shown before an ellipsis
 
     @property
     def kind_rank(self) -> int:
@@ -84,12 +93,16 @@ def merged(readings: Iterable[Readings]) -> Readings:
         frozenset().union(*(r.scaled for r in parts)),
         frozenset().union(*(r.instants for r in parts)),
         any(r.booleans for r in parts),
+        frozenset().union(*(r.cuts for r in parts)),
     )
 
 
 def text_key(text: str) -> Key:
     """The text reading: trimmed, inner whitespace collapsed, case-folded."""
     return ("t", " ".join(text.split()).casefold())
+
+
+_EMPTY: Final = text_key("")
 
 
 def cell_keys(text: str) -> tuple[frozenset[Key], Readings]:
@@ -110,11 +123,20 @@ def cell_keys(text: str) -> tuple[frozenset[Key], Readings]:
         at, precision, offset = instant
         keys.add(("d", precision, offset, (at + offset) // precision))
         instants.add((precision, offset))
-    flag = _BOOLEANS.get(shown.casefold())
+    folded = shown.casefold()
+    flag = _BOOLEANS.get(folded)
     if flag is not None:
         keys.add(("b", flag))
+    if folded in _NOTHING:
+        keys.add(_EMPTY)
+    cuts: frozenset[int] = frozenset()
+    if shown.endswith(_ELLIPSES):
+        _, before = text_key(shown.removesuffix("...").removesuffix("\u2026"))
+        if before:
+            keys.add(("c", before))
+            cuts = frozenset({len(before)})
     readings = Readings(
-        frozenset(decimals), frozenset(scaled), frozenset(instants), flag is not None
+        frozenset(decimals), frozenset(scaled), frozenset(instants), flag is not None, cuts
     )
     return frozenset(keys), readings
 
@@ -134,6 +156,9 @@ def shows_a_value(text: str) -> bool:
 def value_keys(value: Any, readings: Readings) -> list[Key]:
     """The keys an action value shows at the readings a column offers."""
     keys: list[Key] = [text_key(value if isinstance(value, str) else cell_text(value))]
+    if readings.cuts:
+        whole = keys[0][1]
+        keys.extend(("c", whole[:length]) for length in readings.cuts if len(whole) > length)
     if isinstance(value, bool):
         if readings.booleans:
             keys.append(("b", value))

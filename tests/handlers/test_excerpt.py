@@ -109,6 +109,20 @@ def test_table_columns_with_units_are_action_columns() -> None:
         ("FALSE", False),
         # empty shows nothing
         ("", None),
+        # so do the markers models write for a missing or null value
+        ("n/a", None),
+        ("N/A", None),
+        ("null", None),
+        ("None", None),
+        ("-", None),
+        ("\u2013", None),
+        ("\u2014", None),
+        ("\u2014", ""),
+        # a cut text shows the text it begins
+        ("Battery below thresh\u2026", "Battery below threshold on site 4"),
+        ("battery  BELOW thresh...", "Battery below threshold on site 4"),
+        ("Battery below \u2026", "Battery below threshold"),
+        ("3.14159\u2026", 3.14159265),
     ],
 )
 def test_cell_shows_the_action_value(text: str, value: Any) -> None:
@@ -130,7 +144,15 @@ def test_cell_shows_the_action_value(text: str, value: Any) -> None:
         ("yes", 1),
         ("1", True),
         ("true", "yes"),
-        ("n/a", None),
+        ("n/a", 0),
+        ("-", 0),
+        ("null", "ok"),
+        ("none", False),
+        ("Battery above thresh\u2026", "Battery below threshold"),
+        ("Battery below threshold\u2026", "Battery below threshold"),  # nothing was cut
+        ("below thresh\u2026", "Battery below threshold"),  # the start, not any part
+        ("\u2026", "Battery below threshold"),  # an elided cell, not a cut text
+        ("...", "x"),
         ("45%", 0.45),
         ("$12.50", 12.49),
         ("$$12.50", 12.5),

@@ -288,6 +288,62 @@ def test_excerpt_table_with_numbered_rows_loses_to_the_action_rows() -> None:
     assert len(rows) == 50 and list(rows[0]) == ["timestamp", "value"]
 
 
+_ALERTS = [
+    {
+        "at": f"2026-11-19T00:{i:02d}:00Z",
+        "message": f"Battery voltage below threshold on site {i}",
+        "reading": None if i % 3 == 0 else 11.5 + i / 100,
+    }
+    for i in range(40)
+]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # a dash for the null reading, the long message cut with an ellipsis
+        "| At | Message | Reading (V) |\n|---|---|---|\n"
+        "| 2026-11-19 00:00 | Battery voltage below thr\u2026 | \u2014 |\n"
+        "| 2026-11-19 00:01 | Battery voltage below thr\u2026 | 11.51 V |\n",
+        "at,message,reading\n2026-11-19T00:00:00Z,Battery voltage below threshold on site 0,null\n"
+        "2026-11-19T00:01:00Z,Battery voltage...,11.51\n2026-11-19T00:03:00Z,Battery...,N/A\n",
+    ],
+)
+def test_loosely_pasted_excerpt_loses_to_the_action_rows(reply: str) -> None:
+    # Models show a null as a dash, null or N/A, and cut long text with an ellipsis; such
+    # a table still shows only retrieved rows, and the 40 of them are exported.
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_alerts", {"items": _ALERTS}))
+    chat.reply("The first alerts:\n\n" + reply)
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan)
+    assert (outcome.row_source, outcome.why.rule) == ("action_rows", "excerpt_replaced")
+    assert len(rows) == 40
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # the dash stands where the reading is not null: the model's own figure
+        "| at | message | reading |\n|---|---|---|\n"
+        "| 2026-11-19 00:01 | Battery voltage below thr\u2026 | - |\n",
+        # the cut text is not how the message begins
+        "| at | message | reading |\n|---|---|---|\n"
+        "| 2026-11-19 00:01 | Voltage below thr\u2026 | 11.51 |\n",
+    ],
+)
+def test_a_table_whose_marker_or_cut_shows_no_retrieved_row_wins(reply: str) -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_alerts", {"items": _ALERTS}))
+    chat.reply("Here you go:\n\n" + reply)
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan)
+    assert (outcome.row_source, outcome.why.rule) == ("assistant_table", "assistant_table")
+    assert outcome.table is not None and len(outcome.table.rows) == 1
+
+
 def test_excerpt_table_with_a_secret_column_still_loses_to_the_action_rows() -> None:
     # Step 7 compares the table with the rows as retrieved, before step 8 drops secret
     # keys; the rows lose them as they are read, so the table's secret columns are set
