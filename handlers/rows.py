@@ -3,7 +3,8 @@
 The contract: docs/contract/decision.md steps 6 and 8.
 
 Tools answer in many shapes (a list, an OData `{"value": [...]}`, a paged envelope, a JSON
-string, one record). Every shape is first located (`locate_rows`: where the rows sit and
+string, one record, a columnar table of `columns` and `rows` as query services answer).
+Every shape is first located (`locate_rows`: where the rows sit and
 which dicts were passed on the way), so extraction, truncation flags and the row estimate
 of a compacted citation all agree on the same walk.
 """
@@ -37,7 +38,7 @@ ROW_KEYS: tuple[str, ...] = (
 )
 # Envelope bookkeeping, not data: dropped when a dict is itself the row.
 CONTROL_KEYS = frozenset({"count", "status", "message", "total", "nextlink", "page", "pagination"})
-TRUNCATION_KEYS = frozenset({"truncated", "istruncated", "rowstruncated"})
+TRUNCATION_KEYS = frozenset({"truncated", "istruncated", "rowstruncated", "resulttruncated"})
 # Blocks of an envelope that describe its paging: a truncation flag may sit in them.
 _PAGING_KEYS: Final = CONTROL_KEYS | {"meta", "metadata", "paging", "pageinfo"}
 SECRET_PARTS: tuple[str, ...] = (
@@ -57,6 +58,11 @@ SECRET_PARTS: tuple[str, ...] = (
 )
 # The result itself is level 1; a dict reached at this level is a row, not an envelope.
 MAX_LEVEL = 4
+# A columnar table (Log Analytics, Azure Resource Graph, Kusto): its column names, and where
+# a column object keeps its name. Query services put their tables under `tables`.
+_COLUMNS: Final = "columns"
+_COLUMN_NAME_KEYS: Final = ("name", "columnname")
+_TABLES: Final = "tables"
 # Values with nothing inside them: a row holding only these has no secret below its keys.
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 # Past this many distinct keys found clean, new keys are checked row by row (rows keyed by
@@ -91,9 +97,20 @@ def locate_rows(result: Any) -> RowSource:
         holders.append(value)
         key = _row_key(value) if level < MAX_LEVEL else None
         if key is None:
+            table = _first_table(value) if level < MAX_LEVEL else None
+            if table is not None:
+                value = table
+                level += 1
+                continue
+            if _is_empty_columnar(value):
+                return RowSource(None, None, tuple(holders))
             row = {k: v for k, v in value.items() if normalize_key(k) not in CONTROL_KEYS}
             return RowSource(None, None if _is_bare_envelope(row) else row, tuple(holders))
-        value = _parse_text(value[key])
+        inner = _parse_text(value[key])
+        table_rows = _columnar_rows(value, key, inner)
+        if table_rows is not None:
+            return RowSource(table_rows, None, tuple(holders))
+        value = inner
         level += 1
     if _is_empty(value):
         return RowSource(None, None, tuple(holders))
@@ -233,6 +250,61 @@ def _row_key(envelope: Mapping[str, Any]) -> str | None:
         if not _is_empty(value):
             by_name.setdefault(normalize_key(key), key)
     return next((by_name[name] for name in ROW_KEYS if name in by_name), None)
+
+
+def _column_names(table: Mapping[str, Any]) -> list[str] | None:
+    """A columnar table's column names (strings, or objects with a `name` / `ColumnName`)."""
+    columns = next((v for k, v in table.items() if normalize_key(k) == _COLUMNS), None)
+    if not isinstance(columns, list) or not columns:
+        return None
+    names: list[str] = []
+    for column in columns:
+        if isinstance(column, Mapping):
+            column = next(
+                (v for k, v in column.items() if normalize_key(k) in _COLUMN_NAME_KEYS), None
+            )
+        if not isinstance(column, str) or not column:
+            return None
+        names.append(column)
+    return names
+
+
+def _columnar_rows(holder: Mapping[str, Any], key: str, rows: Any) -> list[Any] | None:
+    """The rows of a columnar table as dicts, when `holder[key]` holds rows as lists of the
+    table's columns (`{"columns": [...], "rows": [[...], ...]}`); None for any other shape.
+
+    The last item may be compaction's `{"remaining_items": n}`: it stays as it is, so a
+    compacted table still estimates its rows."""
+    if normalize_key(key) != "rows" or not isinstance(rows, list) or not rows:
+        return None
+    if type(rows[0]) is not list:
+        return None
+    names = _column_names(holder)
+    if names is None:
+        return None
+    width = len(names)
+    body = rows[:-1] if isinstance(rows[-1], Mapping) else rows
+    if not all(type(row) is list and len(row) == width for row in body):
+        return None
+    return [dict(zip(names, row, strict=True)) for row in body] + rows[len(body) :]
+
+
+def _first_table(envelope: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The first table of a query service's `{"tables": [{"columns", "rows"}, ...]}`."""
+    tables = next((v for k, v in envelope.items() if normalize_key(k) == _TABLES), None)
+    if not isinstance(tables, list) or not tables or not isinstance(tables[0], Mapping):
+        return None
+    first = tables[0]
+    # Column names alone describe a schema (`{"tables": [{"name", "columns"}]}`): no rows.
+    has_rows = any(normalize_key(k) == "rows" and isinstance(v, list) for k, v in first.items())
+    return first if has_rows and _column_names(first) is not None else None
+
+
+def _is_empty_columnar(table: Mapping[str, Any]) -> bool:
+    """A columnar table that holds no rows: an answer with no rows, not a row of metadata."""
+    return _column_names(table) is not None and any(
+        normalize_key(k) == "rows" and _is_empty(v) for k, v in table.items()
+    )
 
 
 def _is_bare_envelope(row: Row) -> bool:

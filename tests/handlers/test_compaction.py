@@ -96,6 +96,16 @@ def test_citation_describes_rows_of_the_full_result() -> None:
     assert list(citation) == ["result", "row_count", "columns"]
 
 
+def test_citation_of_a_columnar_table_counts_its_rows_and_names_its_columns() -> None:
+    table = {"name": "PrimaryResult", "columns": [{"name": "t"}, {"name": "v"}]}
+    result = {"tables": [{**table, "rows": [[i, i / 2] for i in range(900)]}]}
+    citation = build_citation(result)
+    assert (citation["row_count"], citation["columns"]) == (900, ["t", "v"])
+    # Without its row_count, a compacted table of columns and rows still bounds its rows.
+    compacted = compact({"columns": ["t", "v"], "rows": [[i, i / 2] for i in range(900)]})
+    assert bounding_estimate({"result": compacted}) == 900
+
+
 def test_estimate_counts_compacted_rows_without_row_count() -> None:
     assert estimate_rows({"result": [{"a": 1}, {"a": 2}]}) == 2
     assert estimate_rows({"result": {"name": "x", "status": "ok"}}) == 1

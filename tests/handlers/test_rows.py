@@ -171,10 +171,104 @@ def test_secret_keys_cleaning_leaves_the_row_unchanged() -> None:
     assert row == {"token": "t", "nested": {"secret": 1}}
 
 
-@pytest.mark.parametrize("key", ["truncated", "is_truncated", "rows_truncated", "isTruncated"])
+@pytest.mark.parametrize(
+    "key", ["truncated", "is_truncated", "rows_truncated", "isTruncated", "resultTruncated"]
+)
 def test_truncated_flag_at_top_level(key: str) -> None:
     assert is_truncated({key: True, "items": [{"a": 1}]})
     assert is_truncated(json.dumps({key: "true", "items": [{"a": 1}]}))
+
+
+# --- columnar tables: query services answer with column names and rows of values ---------
+_READINGS = [["2026-11-19T00:00:00Z", "vm1", 12.5], ["2026-11-19T00:01:00Z", "vm1", None]]
+_READING_ROWS = [
+    {"TimeGenerated": "2026-11-19T00:00:00Z", "Computer": "vm1", "CounterValue": 12.5},
+    {"TimeGenerated": "2026-11-19T00:01:00Z", "Computer": "vm1", "CounterValue": None},
+]
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        # Log Analytics: column objects with a name and a type, under `tables`
+        {
+            "tables": [
+                {
+                    "name": "PrimaryResult",
+                    "columns": [
+                        {"name": "TimeGenerated", "type": "datetime"},
+                        {"name": "Computer", "type": "string"},
+                        {"name": "CounterValue", "type": "real"},
+                    ],
+                    "rows": _READINGS,
+                }
+            ]
+        },
+        # Kusto: the first of its tables is the query's result
+        {
+            "Tables": [
+                {
+                    "TableName": "Table_0",
+                    "Columns": [
+                        {"ColumnName": "TimeGenerated", "DataType": "DateTime"},
+                        {"ColumnName": "Computer", "DataType": "String"},
+                        {"ColumnName": "CounterValue", "DataType": "Double"},
+                    ],
+                    "Rows": _READINGS,
+                },
+                {"TableName": "Table_1", "Columns": [{"ColumnName": "Value"}], "Rows": [["x"]]},
+            ]
+        },
+        # Azure Resource Graph's table format: under `data`
+        {
+            "totalRecords": 2,
+            "data": {
+                "columns": [
+                    {"name": "TimeGenerated"},
+                    {"name": "Computer"},
+                    {"name": "CounterValue"},
+                ],
+                "rows": _READINGS,
+            },
+        },
+        # plain column names, as a JSON string
+        json.dumps({"columns": ["TimeGenerated", "Computer", "CounterValue"], "rows": _READINGS}),
+    ],
+)
+def test_columnar_table_gives_one_row_per_list_keyed_by_its_columns(result: Any) -> None:
+    assert rows(result) == _READING_ROWS
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"tables": [{"name": "PrimaryResult", "columns": [{"name": "a"}], "rows": []}]},
+        {"columns": ["a", "b"], "rows": []},
+    ],
+)
+def test_columnar_table_without_rows_gives_no_rows(result: Any) -> None:
+    assert rows(result) == []
+
+
+def test_rows_of_lists_that_do_not_fit_the_columns_stay_value_rows() -> None:
+    # No columns, or a row of another width: the lists are values, as any list item is.
+    assert rows({"rows": [[1, 2], [3, 4]]}) == [{"value": [1, 2]}, {"value": [3, 4]}]
+    assert rows({"columns": ["a", "b"], "rows": [[1, 2], [3]]}) == [
+        {"value": [1, 2]},
+        {"value": [3]},
+    ]
+    assert rows({"columns": [{"type": "int"}], "rows": [[1]]}) == [{"value": [1]}]
+
+
+def test_a_schema_of_tables_without_rows_is_one_row_as_before() -> None:
+    schema = {"database": "telemetry", "tables": [{"name": "readings", "columns": ["t", "v"]}]}
+    assert rows(schema) == [schema]
+
+
+def test_a_resource_graph_result_flagged_truncated_is_truncated() -> None:
+    result = {"data": {"columns": ["a"], "rows": [[1]]}, "resultTruncated": "true"}
+    assert is_truncated(result) and rows(result) == [{"a": 1}]
+    assert not is_truncated({**result, "resultTruncated": "false"})
 
 
 def test_truncated_flag_in_the_dict_that_held_the_rows() -> None:

@@ -344,6 +344,26 @@ def test_a_table_whose_marker_or_cut_shows_no_retrieved_row_wins(reply: str) -> 
     assert outcome.table is not None and len(outcome.table.rows) == 1
 
 
+def test_a_query_services_columnar_result_is_exported_row_by_row() -> None:
+    # Log Analytics answers with column names and rows of values: each list is a row.
+    columns = [{"name": "TimeGenerated", "type": "datetime"}, {"name": "CounterValue"}]
+    values = [[f"2026-11-19T{i // 60:02d}:{i % 60:02d}:00Z", 10 + i / 100] for i in range(900)]
+    chat = Chat()
+    chat.user("create a csv of the cpu counter")
+    chat.tools(
+        ("query_logs", {"tables": [{"name": "PrimaryResult", "columns": columns, "rows": values}]})
+    )
+    chat.reply(
+        "| TimeGenerated | CounterValue |\n|---|---|\n| 2026-11-19 00:00 | 10.00 |\n"
+        "| 2026-11-19 00:01 | 10.01 |\n"
+    )
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan)
+    assert (outcome.row_source, outcome.why.rule) == ("action_rows", "excerpt_replaced")
+    assert len(rows) == 900
+    assert rows[1] == {"TimeGenerated": "2026-11-19T00:01:00Z", "CounterValue": 10.01}
+
+
 def test_excerpt_table_with_a_secret_column_still_loses_to_the_action_rows() -> None:
     # Step 7 compares the table with the rows as retrieved, before step 8 drops secret
     # keys; the rows lose them as they are read, so the table's secret columns are set
