@@ -122,6 +122,19 @@ def plan() -> list[tuple[str, str, str, Build]]:
                 lambda c, r, t=text, f=fmt: wording.format_intent(c, r, t, f),
             )
         )
+    for i in range(3):
+        cases.append(
+            ("row_shapes", f"log_query_{i}", "a columnar query answer, row by row", rows.log_query)
+        )
+    for i in range(4):
+        cases.append(
+            (
+                "excerpt_tolerant",
+                f"excerpt_null_cut_{i}",
+                "nulls shown as markers and cut texts still make an excerpt",
+                rows.null_and_cut_excerpt,
+            )
+        )
     return cases
 
 

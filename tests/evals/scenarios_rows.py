@@ -333,3 +333,84 @@ def derived(case: Case, rng: random.Random, with_table: bool) -> None:
         case.reply("The average is 12.85 V.")
         case.event()
         case.expect("derived_output_without_table", fmt)
+
+
+def log_query(case: Case, rng: random.Random) -> None:
+    """A query service's columnar answer (Log Analytics' tables of columns and rows): each
+    list of values is one row, keyed by the column names."""
+    fmt = rng.choice(["csv", "json", "xml", "xlsx"])
+    data = telemetry("BatteryVoltage1", rng.choice([120, 450]), seed=case.number)
+    names = list(data[0])
+    result = {
+        "tables": [
+            {
+                "name": "PrimaryResult",
+                "columns": [{"name": name, "type": "string"} for name in names],
+                "rows": [[item[name] for name in names] for item in data],
+            }
+        ]
+    }
+    case.user(f"Query the BatteryVoltage1 samples of sat-07. {ask(rng, fmt)}")
+    query = "Telemetry | where parameter == 'BatteryVoltage1' and instance_id == 'sat-07'"
+    groups = case.tools(("query_logs", {"query": query}, result))
+    header, table = telemetry_excerpt(rng, data)
+    style = rng.choice(["pipe", "fenced", "unfenced"])
+    case.reply(
+        f"The query returned {len(data)} samples, the first:\n\n{render(style, header, table)}"
+    )
+    case.event()
+    case.expect(
+        "published",
+        fmt,
+        source="action_rows",
+        rule="excerpt_replaced",
+        rows=len(data),
+        groups=groups,
+    )
+
+
+def null_and_cut_excerpt(case: Case, rng: random.Random) -> None:
+    """An excerpt showing a null as a dash, null or N/A, and long messages cut with an
+    ellipsis: it still shows only retrieved rows."""
+    fmt = rng.choice(["csv", "json", "xml", "xlsx"])
+    start = datetime(2026, 11, 19, 6, 0)
+    data = [
+        {
+            "event_id": f"EV-{5200 + i}",
+            "raised_at": (start + timedelta(minutes=17 * i)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "message": f"Battery pack {i % 4 + 1} voltage below threshold on bus {i % 3 + 1}",
+            "cleared_at": None
+            if i % 3 == 0
+            else (start + timedelta(minutes=17 * i + 9)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        for i in range(rng.randint(30, 70))
+    ]
+    case.user(f"List the battery alarms. {ask(rng, fmt)}")
+    groups = case.tools(("list_alarm_events", {"subsystem": "EPS"}, {"items": data}))
+    marker = rng.choice(["—", "-", "N/A", "null", "None"])
+    ellipsis = rng.choice(["…", "..."])
+    picks = sorted(rng.sample(range(0, len(data), 3), 1) + rng.sample(range(1, len(data), 3), 2))
+    table = []
+    for index in picks:
+        row = data[index]
+        cut = rng.randint(14, 30)
+        cleared = row["cleared_at"]
+        table.append(
+            [
+                row["event_id"],
+                show_time(row["raised_at"], "space_minutes"),
+                row["message"][:cut].rstrip() + ellipsis,
+                marker if cleared is None else show_time(cleared, "space_minutes"),
+            ]
+        )
+    header = ["Event ID", "Raised at", "Message", "Cleared at"]
+    case.reply(f"Open and cleared alarms, the first few:\n\n{pipe_table(header, table)}")
+    case.event()
+    case.expect(
+        "published",
+        fmt,
+        source="action_rows",
+        rule="excerpt_replaced",
+        rows=len(data),
+        groups=groups,
+    )
