@@ -9,8 +9,9 @@ value is `handlers.cell_keys`: they share a key.
 
 Action rows stream past the matcher one at a time and the dataset is never held. The table
 is indexed on one column (the one that tells its rows apart best, text before date-times
-before numbers), so each action row costs the keys of one value and a dict look-up; the
-other cells are read only for the few table rows that share that key. Which table column
+before numbers, a column of cut texts last on a tie), so each action row costs the keys of one
+value and a dict look-up; the other cells are read only for the few table rows that share
+that key. Which table column
 each action key fills is decided once per key layout, not once per row. The streaming
 pass that feeds rows past the matcher lives in `handlers.dataset`.
 """
@@ -60,9 +61,14 @@ class TableMatcher:
         ]
         self._keys = [[keys for keys, _ in row] for row in read]
         self._readings = [merged(row[i][1] for row in read) for i in range(width)]
+        # A column of cut texts is looked up by one key per length cut: on a tie, another.
         self._anchor = max(
             range(width),
-            key=lambda i: (len({row[i] for row in self._keys}), self._readings[i].kind_rank),
+            key=lambda i: (
+                len({row[i] for row in self._keys}),
+                not self._readings[i].cuts,
+                self._readings[i].kind_rank,
+            ),
             default=0,
         )
         self._by_key: dict[Key, list[int]] = {}
