@@ -253,7 +253,8 @@ def _row_key(envelope: Mapping[str, Any]) -> str | None:
 
 
 def _column_names(table: Mapping[str, Any]) -> list[str] | None:
-    """A columnar table's column names (strings, or objects with a `name` / `ColumnName`)."""
+    """A columnar table's column names (strings, or objects with a `name` / `ColumnName`),
+    each given once; None for anything else."""
     columns = next((v for k, v in table.items() if normalize_key(k) == _COLUMNS), None)
     if not isinstance(columns, list) or not columns:
         return None
@@ -266,7 +267,8 @@ def _column_names(table: Mapping[str, Any]) -> list[str] | None:
         if not isinstance(column, str) or not column:
             return None
         names.append(column)
-    return names
+    # A name given twice would lose a value of each row.
+    return names if len(set(names)) == len(names) else None
 
 
 def _columnar_rows(holder: Mapping[str, Any], key: str, rows: Any) -> list[Any] | None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from handlers.compaction import build_citation
 from handlers.rows import cell_text, clean_row, extract_rows, is_truncated, normalize_key
 
 
@@ -258,6 +259,55 @@ def test_rows_of_lists_that_do_not_fit_the_columns_stay_value_rows() -> None:
         {"value": [3]},
     ]
     assert rows({"columns": [{"type": "int"}], "rows": [[1]]}) == [{"value": [1]}]
+    assert rows({"columns": ["a", "a"], "rows": [[1, 2]]}) == [{"value": [1, 2]}]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["rows", "Rows", "columns", "Columns", "tables", "data", "name", "x"])
+            | st.text(max_size=4),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=24,
+)
+
+
+@given(_JSON)
+def test_any_json_result_gives_dict_rows_and_a_citation_that_counts_them(result: Any) -> None:
+    found = rows(result)
+    assert all(isinstance(row, dict) for row in found)
+    assert build_citation(result)["row_count"] == len(found)
+
+
+@given(
+    st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=5, unique=True).flatmap(
+        lambda names: st.tuples(
+            st.just(names),
+            st.lists(
+                st.lists(
+                    st.integers() | st.text(max_size=4) | st.none(),
+                    min_size=len(names),
+                    max_size=len(names),
+                ),
+                min_size=1,
+                max_size=6,
+            ),
+        )
+    )
+)
+def test_a_columnar_table_gives_each_list_keyed_by_the_columns(table: Any) -> None:
+    names, values = table
+    named = [{"name": name, "type": "string"} for name in names]
+    expected = [dict(zip(names, row, strict=True)) for row in values]
+    assert rows({"columns": names, "rows": values}) == expected
+    assert rows({"tables": [{"name": "PrimaryResult", "columns": named, "rows": values}]}) == (
+        expected
+    )
 
 
 def test_a_schema_of_tables_without_rows_is_one_row_as_before() -> None:
