@@ -135,16 +135,19 @@ class RowCollector:
         group = self._groups.get(action)
         return () if group is None else self._settled(group).skipped
 
-    def table_is_excerpt(self, selection: Selection) -> bool:
-        """Whether the reply's table is an excerpt of the selected action rows."""
-        if self._matcher is None or not selection.actions:
+    def table_is_excerpt(self) -> bool:
+        """Whether the reply's table is an excerpt of the action rows fed: of every group,
+        the lookups that `select` leaves out too (a table showing the instance a lookup
+        found shows retrieved rows; the model composed nothing)."""
+        if self._matcher is None or not self._groups:
             return False
-        chosen = [self._settled(self._groups[action]) for action in selection.actions]
-        columns = [column for group in chosen for column in group.columns]
+        groups = [self._settled(group) for group in self._groups.values()]
+        columns = [column for group in groups for column in group.columns]
         matched: set[int] = set()
-        for group in chosen:
+        for group in groups:
             matched |= group.matched
-        return is_excerpt(self._matcher.table, columns, selection.row_count, matched)
+        rows = sum(group.rows for group in groups)
+        return is_excerpt(self._matcher.table, columns, rows, matched)
 
     def _page(
         self, group: _Group, artifact: str | None, rows: list[Row], keys: dict[str, None] | None

@@ -15,7 +15,8 @@ phase ends the turn. `handlers/turn.py` moves from one phase to the next:
   group dominates the rest, only that group's artifacts are read; the others wait in
   `deferred`.
 - `FetchDeferredGroups`: the waiting groups, read only when the dominant group's real rows
-  do not confirm its dominance over their estimates.
+  do not confirm its dominance over their estimates, or when the reply's table is not an
+  excerpt of those rows (it may be an excerpt of a lookup's).
 - `FetchReachBack`: reach-back phase 2, the artifacts of the group that reach-back phase 1
   chose. Phase 1 is a pure scan of the window's compact citations: it reads nothing, so it
   is not a phase of its own; its verdict travels as the `scan` value.
@@ -78,7 +79,8 @@ class FetchCurrentTurn(msgspec.Struct, frozen=True):
 
 
 class FetchDeferredGroups(msgspec.Struct, frozen=True):
-    """Round 2: the held-back groups, because the dominant group's rows did not confirm it."""
+    """Round 2: the held-back groups, because the dominant group's rows did not confirm it
+    or did not show the reply's table."""
 
     request: ExportRequest
     fetch: tuple[ResultRef, ...]

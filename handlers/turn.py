@@ -185,6 +185,12 @@ def after_fetch(inp: TurnInput, phase: Phase, collector: RowCollector) -> Phase:
         ):
             # The citations overstated the dominant group: read the others after all.
             return FetchDeferredGroups(request, deferred.refs, phase.window)
+        case FetchCurrentTurn(request=request, deferred=DeferredGroups() as deferred) if (
+            request.table is not None and not collector.table_is_excerpt()
+        ):
+            # The reply's table shows none of the dominant group's rows alone: it may show a
+            # lookup's (an excerpt all the same), which only its rows can tell.
+            return FetchDeferredGroups(request, deferred.refs, phase.window)
         case (
             FetchCurrentTurn(request=request, window=window)
             | FetchDeferredGroups(request=request, window=window)
@@ -212,7 +218,7 @@ def _choose(
     has_rows = selection.row_count > 0
     considered, counts = request.considered, collector.counts()
     if request.table is not None:
-        if has_rows and collector.table_is_excerpt(selection):
+        if has_rows and collector.table_is_excerpt():
             why = considered.record("excerpt_replaced", counts, selection.actions)
             return _plan(inp, request, "action_rows", None, selection, why)
         why = considered.record("assistant_table", counts, ())

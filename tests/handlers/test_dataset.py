@@ -199,7 +199,7 @@ def test_nothing_fed_selects_nothing() -> None:
     collector = RowCollector(Table(("a", "b"), (("1", "2"),)))
     selection = collector.select()
     assert selection == Selection((), False, None, (), 0, (), False)
-    assert not collector.table_is_excerpt(selection)
+    assert not collector.table_is_excerpt()
 
 
 def test_excerpt_wins_for_action_rows() -> None:
@@ -210,7 +210,7 @@ def test_excerpt_wins_for_action_rows() -> None:
         for i in range(5)
     ]
     feed_all(collector, [(ref("h", 0), rows)])
-    assert collector.table_is_excerpt(collector.select())
+    assert collector.table_is_excerpt()
 
 
 def test_excerpt_matches_rows_across_combined_groups() -> None:
@@ -222,7 +222,7 @@ def test_excerpt_matches_rows_across_combined_groups() -> None:
     )
     selection = collector.select()
     assert selection.combined
-    assert collector.table_is_excerpt(selection)
+    assert collector.table_is_excerpt()
 
 
 def test_composed_table_is_not_excerpt() -> None:
@@ -231,7 +231,7 @@ def test_composed_table_is_not_excerpt() -> None:
     def excerpt(table: Table) -> bool:
         collector = RowCollector(table)
         feed_all(collector, [(ref("h", 0), rows)])
-        return collector.table_is_excerpt(collector.select())
+        return collector.table_is_excerpt()
 
     assert excerpt(Table(("t", "v"), (("t0", "0"), ("t1", "1"))))
     assert not excerpt(Table(("t", "v", "avg"), (("t0", "0", "1"),)))  # extra column
@@ -239,8 +239,9 @@ def test_composed_table_is_not_excerpt() -> None:
     assert not excerpt(Table(("t", "v"), (("t0", "0"), ("t1", "1"), ("t2", "2"))))  # as many rows
 
 
-def test_excerpt_only_counts_the_selected_groups() -> None:
-    # The table shows the lookup row, but the lookup is not exported: not an excerpt.
+def test_excerpt_counts_every_group_fed_the_lookups_too() -> None:
+    # The table shows the lookup's row: retrieved, not composed. The lookup is still not
+    # exported; the history is.
     table = Table(("id",), (("sat-07",),))
     collector = RowCollector(table)
     feed_all(
@@ -252,7 +253,7 @@ def test_excerpt_only_counts_the_selected_groups() -> None:
     )
     selection = collector.select()
     assert selection.actions == ("history",)
-    assert not collector.table_is_excerpt(selection)
+    assert collector.table_is_excerpt()
 
 
 def load_fixture(name: str) -> tuple[dict[str, Any], list[tuple[ResultRef, Any]]]:
@@ -296,7 +297,7 @@ def test_headline_fixture_exports_the_900_history_rows() -> None:
         "unit": "V",
     }
     assert rows[-1]["timestamp"] == "2026-11-19T14:59:00Z"
-    assert collector.table_is_excerpt(selection)
+    assert collector.table_is_excerpt()
 
 
 def test_two_small_groups_fixture_combines_with_source_action() -> None:

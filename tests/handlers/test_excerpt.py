@@ -25,7 +25,7 @@ def excerpt_of(rows: list[dict[str, Any]], table: Table | None) -> bool:
     ref = ResultRef("t1", "history", "call_1", "artifacts/c/t1/call_1.json", None, 0)
     for _ in collector.feed(ref, rows):
         pass
-    return collector.table_is_excerpt(collector.select())
+    return collector.table_is_excerpt()
 
 
 SAMPLES = [

@@ -356,7 +356,7 @@ def test_a_repeat_with_its_keys_in_another_order_does_not_decide_the_excerpt() -
         for ref, page in zip(refs, pages, strict=True):
             collector.feed(ref, page)
         selection = collector.select()
-        decided.append((selection.row_count, collector.table_is_excerpt(selection)))
+        decided.append((selection.row_count, collector.table_is_excerpt()))
         assert collector._groups["get"].log is None
     assert decided == [(2, False), (2, False)]
 
@@ -376,4 +376,4 @@ def test_a_group_logs_its_digests_once_its_rows_matched_the_whole_table() -> Non
         assert (collector._groups["get"].log is not None) == logged
         selection = collector.select()
         assert selection.row_count == len(first) + 1 + (not logged)
-        assert collector.table_is_excerpt(selection)
+        assert collector.table_is_excerpt()

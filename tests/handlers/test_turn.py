@@ -539,6 +539,48 @@ def test_overstated_citation_makes_the_core_read_the_other_groups() -> None:
     assert outcome.selection.actions == ("lookup", "history")  # call order, not fetch order
 
 
+def _instances_then_history(reply: str) -> Chat:
+    chat = Chat()
+    chat.user("get me the voltage history of sat-07 and create a csv")
+    chat.tools(("list_instances", [{"id": "sat-07", "name": "Satellite 7"}, {"id": "sat-08"}]))
+    chat.tools(("history", samples(900)))
+    chat.reply(reply)
+    return chat
+
+
+def test_a_table_showing_a_lookups_rows_loses_to_the_dominant_group() -> None:
+    # The model showed the instance it found: retrieved rows, not a table it composed, so
+    # the 900 samples are exported, not the discovery metadata.
+    chat = _instances_then_history(
+        "Found it:\n\n| id | name |\n|---|---|\n| sat-07 | Satellite 7 |\n\n900 samples."
+    )
+    outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
+    assert (outcome.row_source, outcome.why.rule) == ("action_rows", "excerpt_replaced")
+    assert outcome.selection.actions == ("history",) and len(rows) == 900
+    # The history first; the lookup only once the history did not show the table.
+    assert read == [f"artifacts/{CID}/t1/call_2.json", f"artifacts/{CID}/t1/call_1.json"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "read_lookup"),
+    [
+        # an excerpt of the history: the lookup is never read
+        ("| timestamp | value |\n|---|---|\n| t0000 | 12.0 |\n", False),
+        # a table the model composed: the lookup is read, and the table still wins
+        ("| hour | mean |\n|---|---|\n| 00 | 12.01 |\n", True),
+    ],
+)
+def test_the_lookups_are_read_only_when_the_dominant_group_does_not_show_the_table(
+    reply: str, read_lookup: bool
+) -> None:
+    chat = _instances_then_history(reply)
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan)
+    assert (outcome.row_source == "assistant_table") == read_lookup
+    assert (f"artifacts/{CID}/t1/call_1.json" in read) == read_lookup
+
+
 def test_comparable_groups_are_combined_with_source_action() -> None:
     chat = Chat()
     chat.user("create a csv")
