@@ -135,6 +135,15 @@ def plan() -> list[tuple[str, str, str, Build]]:
                 rows.null_and_cut_excerpt,
             )
         )
+    for i in range(3):
+        cases.append(
+            (
+                "current_turn",
+                f"lookup_excerpt_{i}",
+                "a table showing a lookup's rows: the dominant group is exported",
+                rows.lookup_excerpt,
+            )
+        )
     return cases
 
 

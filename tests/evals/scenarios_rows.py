@@ -414,3 +414,27 @@ def null_and_cut_excerpt(case: Case, rng: random.Random) -> None:
         rows=len(data),
         groups=groups,
     )
+
+
+def lookup_excerpt(case: Case, rng: random.Random) -> None:
+    """The reply shows what a discovery call found (an excerpt of the lookup's rows, not a
+    table the model composed): the dominant history is exported, not the lookup."""
+    fmt = rng.choice(["csv", "json", "xml", "xlsx"])
+    names = ["sat-07", "sat-08", "sat-11"]
+    case.user(f"Retrieve the BatteryVoltage1 history for instance sat-07 and {ask(rng, fmt)}")
+    case.tools(("list_instances", {"name_filter": "sat"}, instances(names)))
+    data = telemetry("BatteryVoltage1", 900, seed=case.number)
+    groups = case.tools(*(history_call("BatteryVoltage1", data, n, 450) for n in (1, 2)))
+    found = instances(names)["items"][0]
+    header = rng.choice([["Instance ID", "Name"], ["instance_id", "name", "status"]])
+    cells = [found["instance_id"], found["name"], found["status"]][: len(header)]
+    style = rng.choice(["pipe", "fenced", "unfenced"])
+    case.reply(
+        f"I found the instance:\n\n{render(style, header, [cells])}\n\n"
+        "and retrieved its 900 BatteryVoltage1 samples."
+    )
+    case.event()
+    merged = Group("list_parameter_history", [a for g in groups for a in g.artifacts], 900)
+    case.expect(
+        "published", fmt, source="action_rows", rule="excerpt_replaced", rows=900, groups=[merged]
+    )
