@@ -9,11 +9,11 @@ value is `handlers.cell_keys`: they share a key.
 
 Action rows stream past the matcher one at a time and the dataset is never held. The table
 is indexed on one column (the one that tells its rows apart best, text before date-times
-before numbers, a column of cut texts last on a tie), so each action row costs the keys of one
-value and a dict look-up; the other cells are read only for the few table rows that share
-that key. Which table column
-each action key fills is decided once per key layout, not once per row. The streaming
-pass that feeds rows past the matcher lives in `handlers.dataset`.
+before numbers, a column of cut texts last on a tie), so each action row costs the keys of
+one value and a dict look-up; the other cells are read only for the few table rows that
+share that key. Which table column each action key fills is decided once per key layout,
+not once per row. The streaming pass that feeds rows past the matcher lives in
+`handlers.dataset`.
 """
 
 from __future__ import annotations

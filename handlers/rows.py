@@ -4,9 +4,9 @@ The contract: docs/contract/decision.md steps 6 and 8.
 
 Tools answer in many shapes (a list, an OData `{"value": [...]}`, a paged envelope, a JSON
 string, one record, a columnar table of `columns` and `rows` as query services answer).
-Every shape is first located (`locate_rows`: where the rows sit and
-which dicts were passed on the way), so extraction, truncation flags and the row estimate
-of a compacted citation all agree on the same walk.
+Every shape is first located (`locate_rows`: where the rows sit and which dicts were passed
+on the way), so extraction, truncation flags and the row estimate of a compacted citation
+all agree on the same walk.
 """
 
 from __future__ import annotations

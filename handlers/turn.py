@@ -188,8 +188,8 @@ def after_fetch(inp: TurnInput, phase: Phase, collector: RowCollector) -> Phase:
         case FetchCurrentTurn(request=request, deferred=DeferredGroups() as deferred) if (
             request.table is not None and not collector.table_is_excerpt()
         ):
-            # The reply's table shows none of the dominant group's rows alone: it may show a
-            # lookup's (an excerpt all the same), which only its rows can tell.
+            # The reply's table is no excerpt of the dominant group's rows: it may be one of
+            # a lookup's rows (retrieved all the same), which only those rows can tell.
             return FetchDeferredGroups(request, deferred.refs, phase.window)
         case (
             FetchCurrentTurn(request=request, window=window)
