@@ -62,6 +62,8 @@ MAX_LEVEL = 4
 # a column object keeps its name. Query services put their tables under `tables`.
 _COLUMNS: Final = "columns"
 _COLUMN_NAME_KEYS: Final = ("name", "columnname")
+# Where a columnar table keeps its lists: `rows`, or `data` (pandas' orient="split").
+_COLUMNAR_ROW_KEYS: Final = frozenset({"rows", "data"})
 _TABLES: Final = "tables"
 # Values with nothing inside them: a row holding only these has no secret below its keys.
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
@@ -273,11 +275,12 @@ def _column_names(table: Mapping[str, Any]) -> list[str] | None:
 
 def _columnar_rows(holder: Mapping[str, Any], key: str, rows: Any) -> list[Any] | None:
     """The rows of a columnar table as dicts, when `holder[key]` holds rows as lists of the
-    table's columns (`{"columns": [...], "rows": [[...], ...]}`); None for any other shape.
+    table's columns (`{"columns": [...], "rows": [[...], ...]}`, or `data` for `rows`);
+    None for any other shape.
 
     The last item may be compaction's `{"remaining_items": n}`: it stays as it is, so a
     compacted table still estimates its rows."""
-    if normalize_key(key) != "rows" or not isinstance(rows, list) or not rows:
+    if normalize_key(key) not in _COLUMNAR_ROW_KEYS or not isinstance(rows, list) or not rows:
         return None
     if type(rows[0]) is not list:
         return None
@@ -298,14 +301,16 @@ def _first_table(envelope: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return None
     first = tables[0]
     # Column names alone describe a schema (`{"tables": [{"name", "columns"}]}`): no rows.
-    has_rows = any(normalize_key(k) == "rows" and isinstance(v, list) for k, v in first.items())
+    has_rows = any(
+        normalize_key(k) in _COLUMNAR_ROW_KEYS and isinstance(v, list) for k, v in first.items()
+    )
     return first if has_rows and _column_names(first) is not None else None
 
 
 def _is_empty_columnar(table: Mapping[str, Any]) -> bool:
     """A columnar table that holds no rows: an answer with no rows, not a row of metadata."""
     return _column_names(table) is not None and any(
-        normalize_key(k) == "rows" and _is_empty(v) for k, v in table.items()
+        normalize_key(k) in _COLUMNAR_ROW_KEYS and _is_empty(v) for k, v in table.items()
     )
 
 

@@ -232,6 +232,12 @@ _READING_ROWS = [
                 "rows": _READINGS,
             },
         },
+        # pandas' DataFrame.to_json(orient="split"): the lists under `data`, an index beside
+        {
+            "columns": ["TimeGenerated", "Computer", "CounterValue"],
+            "index": [0, 1],
+            "data": _READINGS,
+        },
         # plain column names, as a JSON string
         json.dumps({"columns": ["TimeGenerated", "Computer", "CounterValue"], "rows": _READINGS}),
     ],
@@ -245,6 +251,7 @@ def test_columnar_table_gives_one_row_per_list_keyed_by_its_columns(result: Any)
     [
         {"tables": [{"name": "PrimaryResult", "columns": [{"name": "a"}], "rows": []}]},
         {"columns": ["a", "b"], "rows": []},
+        {"columns": ["a", "b"], "index": [], "data": []},
     ],
 )
 def test_columnar_table_without_rows_gives_no_rows(result: Any) -> None:
