@@ -359,14 +359,7 @@ def log_query(case: Case, rng: random.Random) -> None:
         f"The query returned {len(data)} samples, the first:\n\n{render(style, header, table)}"
     )
     case.event()
-    case.expect(
-        "published",
-        fmt,
-        source="action_rows",
-        rule="excerpt_replaced",
-        rows=len(data),
-        groups=groups,
-    )
+    _expect_excerpt_replaced(case, fmt, len(data), groups)
 
 
 def null_and_cut_excerpt(case: Case, rng: random.Random) -> None:
@@ -406,14 +399,7 @@ def null_and_cut_excerpt(case: Case, rng: random.Random) -> None:
     header = ["Event ID", "Raised at", "Message", "Cleared at"]
     case.reply(f"Open and cleared alarms, the first few:\n\n{pipe_table(header, table)}")
     case.event()
-    case.expect(
-        "published",
-        fmt,
-        source="action_rows",
-        rule="excerpt_replaced",
-        rows=len(data),
-        groups=groups,
-    )
+    _expect_excerpt_replaced(case, fmt, len(data), groups)
 
 
 def lookup_excerpt(case: Case, rng: random.Random) -> None:
@@ -435,6 +421,11 @@ def lookup_excerpt(case: Case, rng: random.Random) -> None:
     )
     case.event()
     merged = Group("list_parameter_history", [a for g in groups for a in g.artifacts], 900)
+    _expect_excerpt_replaced(case, fmt, 900, [merged])
+
+
+def _expect_excerpt_replaced(case: Case, fmt: str, rows: int, groups: list[Group]) -> None:
+    """The reply's table was an excerpt: the action rows of `groups` are published."""
     case.expect(
-        "published", fmt, source="action_rows", rule="excerpt_replaced", rows=900, groups=[merged]
+        "published", fmt, source="action_rows", rule="excerpt_replaced", rows=rows, groups=groups
     )

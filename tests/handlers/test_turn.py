@@ -299,49 +299,57 @@ _ALERTS = [
 
 
 @pytest.mark.parametrize(
-    "reply",
+    ("reply", "rule", "exported"),
     [
-        # a dash for the null reading, the long message cut with an ellipsis
-        "| At | Message | Reading (V) |\n|---|---|---|\n"
-        "| 2026-11-19 00:00 | Battery voltage below thr\u2026 | \u2014 |\n"
-        "| 2026-11-19 00:01 | Battery voltage below thr\u2026 | 11.51 V |\n",
-        "at,message,reading\n2026-11-19T00:00:00Z,Battery voltage below threshold on site 0,null\n"
-        "2026-11-19T00:01:00Z,Battery voltage...,11.51\n2026-11-19T00:03:00Z,Battery...,N/A\n",
+        # a dash for the null reading, the long message cut with an ellipsis: an excerpt
+        (
+            "| At | Message | Reading (V) |\n|---|---|---|\n"
+            "| 2026-11-19 00:00 | Battery voltage below thr\u2026 | \u2014 |\n"
+            "| 2026-11-19 00:01 | Battery voltage below thr\u2026 | 11.51 V |\n",
+            "excerpt_replaced",
+            40,
+        ),
+        (
+            "at,message,reading\n"
+            "2026-11-19T00:00:00Z,Battery voltage below threshold on site 0,null\n"
+            "2026-11-19T00:01:00Z,Battery voltage...,11.51\n"
+            "2026-11-19T00:03:00Z,Battery...,N/A\n",
+            "excerpt_replaced",
+            40,
+        ),
+        # the dash stands where the reading is not null: the model's own figure
+        (
+            "| at | message | reading |\n|---|---|---|\n"
+            "| 2026-11-19 00:01 | Battery voltage below thr\u2026 | - |\n",
+            "assistant_table",
+            1,
+        ),
+        # the cut text is not how the message begins
+        (
+            "| at | message | reading |\n|---|---|---|\n"
+            "| 2026-11-19 00:01 | Voltage below thr\u2026 | 11.51 |\n",
+            "assistant_table",
+            1,
+        ),
     ],
 )
-def test_loosely_pasted_excerpt_loses_to_the_action_rows(reply: str) -> None:
+def test_null_markers_and_cut_texts_show_what_the_action_rows_hold(
+    reply: str, rule: str, exported: int
+) -> None:
     # Models show a null as a dash, null or N/A, and cut long text with an ellipsis; such
-    # a table still shows only retrieved rows, and the 40 of them are exported.
+    # a table still shows only retrieved rows, and the 40 of them are exported. A marker
+    # or a cut that no retrieved row holds leaves the table the model's own.
     chat = Chat()
     chat.user("create a csv")
     chat.tools(("list_alerts", {"items": _ALERTS}))
     chat.reply("The first alerts:\n\n" + reply)
     outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, phases.ExportPlan)
-    assert (outcome.row_source, outcome.why.rule) == ("action_rows", "excerpt_replaced")
-    assert len(rows) == 40
-
-
-@pytest.mark.parametrize(
-    "reply",
-    [
-        # the dash stands where the reading is not null: the model's own figure
-        "| at | message | reading |\n|---|---|---|\n"
-        "| 2026-11-19 00:01 | Battery voltage below thr\u2026 | - |\n",
-        # the cut text is not how the message begins
-        "| at | message | reading |\n|---|---|---|\n"
-        "| 2026-11-19 00:01 | Voltage below thr\u2026 | 11.51 |\n",
-    ],
-)
-def test_a_table_whose_marker_or_cut_shows_no_retrieved_row_wins(reply: str) -> None:
-    chat = Chat()
-    chat.user("create a csv")
-    chat.tools(("list_alerts", {"items": _ALERTS}))
-    chat.reply("Here you go:\n\n" + reply)
-    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
-    assert isinstance(outcome, phases.ExportPlan)
-    assert (outcome.row_source, outcome.why.rule) == ("assistant_table", "assistant_table")
-    assert outcome.table is not None and len(outcome.table.rows) == 1
+    assert isinstance(outcome, phases.ExportPlan) and outcome.why.rule == rule
+    if rule == "excerpt_replaced":
+        assert outcome.row_source == "action_rows" and len(rows) == exported
+    else:
+        assert outcome.row_source == "assistant_table" and outcome.table is not None
+        assert len(outcome.table.rows) == exported
 
 
 def test_a_query_services_columnar_result_is_exported_row_by_row() -> None:
