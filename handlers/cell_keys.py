@@ -15,7 +15,8 @@ A table cell shows an action value when the two share a key:
 - nothing: the cell is a marker of no value (`null`, `none`, `n/a`, a dash) and the value is
   missing, null or empty;
 - a cut text: the cell ends in an ellipsis (`...`, `…`) after at least one character, and
-  the value's text begins with what is shown before it.
+  the value's text begins with what is shown before it;
+- a Markdown link (`[text](target)`) shows what its text shows.
 
 A column's `Readings` say which decimals, date-time precisions and offsets its cells use,
 so an action value is read only the ways the column needs. Action values stream past one a
@@ -52,6 +53,8 @@ _DATE_TIME: Final = re.compile(
 )
 _DATE_OR_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?")
 _BOOLEANS: Final = {"true": True, "false": False, "yes": True, "no": False}
+# A whole cell that is a Markdown link: its text, then its target (no space, no parenthesis).
+_LINK: Final = re.compile(r"\[(?P<text>[^\[\]]+)\]\([^()\s]*\)")
 # What a model writes for a missing or null value.
 _NOTHING: Final = frozenset({"null", "none", "n/a", "-", "\u2013", "\u2014"})
 # What ends a cut text ("Sensor reading abo…"); a cell of only an ellipsis is an elision.
@@ -108,6 +111,12 @@ _EMPTY: Final = text_key("")
 def cell_keys(text: str) -> tuple[frozenset[Key], Readings]:
     """The keys a table cell shows, and the readings its column must offer action values."""
     shown = text.strip()
+    link = _LINK.fullmatch(shown) if shown.startswith("[") else None
+    if link is not None:
+        # A Markdown link shows its text ("[sat-07](https://...)" shows "sat-07"), and
+        # still the whole, as any cell does.
+        inner, readings = cell_keys(link["text"])
+        return inner | {text_key(shown)}, readings
     keys = {text_key(shown)}
     decimals: set[int] = set()
     scaled: set[tuple[int, int]] = set()

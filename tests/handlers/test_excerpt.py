@@ -123,6 +123,10 @@ def test_table_columns_with_units_are_action_columns() -> None:
         ("battery  BELOW thresh...", "Battery below threshold on site 4"),
         ("Battery below \u2026", "Battery below threshold"),
         ("3.14159\u2026", 3.14159265),
+        # a Markdown link shows its text
+        ("[sat-07](https://portal.example/sat-07)", "sat-07"),
+        ("[12.48 V](#reading-1)", 12.48),
+        ("[sat-07](https://portal.example/sat-07)", "[sat-07](https://portal.example/sat-07)"),
     ],
 )
 def test_cell_shows_the_action_value(text: str, value: Any) -> None:
@@ -153,6 +157,8 @@ def test_cell_shows_the_action_value(text: str, value: Any) -> None:
         ("below thresh\u2026", "Battery below threshold"),  # the start, not any part
         ("\u2026", "Battery below threshold"),  # an elided cell, not a cut text
         ("...", "x"),
+        ("[sat-07](https://portal.example/sat-08)", "sat-08"),  # the text, not the target
+        ("[sat-07] (https://portal.example)", "sat-07"),  # not a link
         ("45%", 0.45),
         ("$12.50", 12.49),
         ("$$12.50", 12.5),

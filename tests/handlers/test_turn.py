@@ -556,11 +556,12 @@ def _instances_then_history(reply: str) -> Chat:
     return chat
 
 
-def test_a_table_showing_a_lookups_rows_loses_to_the_dominant_group() -> None:
-    # The model showed the instance it found: retrieved rows, not a table it composed, so
-    # the 900 samples are exported, not the discovery metadata.
+@pytest.mark.parametrize("shown", ["sat-07", "[sat-07](https://portal.example/sat-07)"])
+def test_a_table_showing_a_lookups_rows_loses_to_the_dominant_group(shown: str) -> None:
+    # The model showed the instance it found (linked or not): retrieved rows, not a table
+    # it composed, so the 900 samples are exported, not the discovery metadata.
     chat = _instances_then_history(
-        "Found it:\n\n| id | name |\n|---|---|\n| sat-07 | Satellite 7 |\n\n900 samples."
+        f"Found it:\n\n| id | name |\n|---|---|\n| {shown} | Satellite 7 |\n\n900 samples."
     )
     outcome, read, rows = drive(chat.messages, chat.artifacts, chat.event())
     assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
