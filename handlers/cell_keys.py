@@ -14,8 +14,8 @@ A table cell shows an action value when the two share a key:
 - boolean: the cell is true/false/yes/no and the value is that boolean;
 - nothing: the cell is a marker of no value (`null`, `none`, `n/a`, a dash) and the value is
   missing, null or empty;
-- a cut text: the cell ends in an ellipsis (`...`, `…`) after at least one character, and
-  the value's text begins with what is shown before it;
+- a cut text: the cell ends in an ellipsis (`...`, `…`), and the value's text is longer
+  than what is shown before it and begins with it (a bare ellipsis: any value not empty);
 - a Markdown link (`[text](target)`) shows what its text shows.
 
 A column's `Readings` say which decimals, date-time precisions and offsets its cells use,
@@ -57,7 +57,7 @@ _BOOLEANS: Final = {"true": True, "false": False, "yes": True, "no": False}
 _LINK: Final = re.compile(r"\[(?P<text>[^\[\]]+)\]\([^()\s]*\)")
 # What a model writes for a missing or null value.
 _NOTHING: Final = frozenset({"null", "none", "n/a", "-", "\u2013", "\u2014"})
-# What ends a cut text ("Sensor reading abo…"); a cell of only an ellipsis is an elision.
+# What ends a cut text ("Sensor reading abo…"); alone, it elides the whole value.
 _ELLIPSES: Final = ("...", "\u2026")
 _ROUNDINGS: Final = (ROUND_HALF_UP, ROUND_HALF_EVEN)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -140,10 +140,10 @@ def cell_keys(text: str) -> tuple[frozenset[Key], Readings]:
         keys.add(_EMPTY)
     cuts: frozenset[int] = frozenset()
     if shown.endswith(_ELLIPSES):
+        # A bare ellipsis in a row of values is a cut of everything: a value elided.
         _, before = text_key(shown.removesuffix("...").removesuffix("\u2026"))
-        if before:
-            keys.add(("c", before))
-            cuts = frozenset({len(before)})
+        keys.add(("c", before))
+        cuts = frozenset({len(before)})
     readings = Readings(
         frozenset(decimals), frozenset(scaled), frozenset(instants), flag is not None, cuts
     )

@@ -123,6 +123,9 @@ def test_table_columns_with_units_are_action_columns() -> None:
         ("battery  BELOW thresh...", "Battery below threshold on site 4"),
         ("Battery below \u2026", "Battery below threshold"),
         ("3.14159\u2026", 3.14159265),
+        # a bare ellipsis in a row of values elides the whole value
+        ("\u2026", "Battery below threshold"),
+        ("...", 12.48),
         # a Markdown link shows its text
         ("[sat-07](https://portal.example/sat-07)", "sat-07"),
         ("[12.48 V](#reading-1)", 12.48),
@@ -155,8 +158,8 @@ def test_cell_shows_the_action_value(text: str, value: Any) -> None:
         ("Battery above thresh\u2026", "Battery below threshold"),
         ("Battery below threshold\u2026", "Battery below threshold"),  # nothing was cut
         ("below thresh\u2026", "Battery below threshold"),  # the start, not any part
-        ("\u2026", "Battery below threshold"),  # an elided cell, not a cut text
-        ("...", "x"),
+        ("\u2026", ""),  # an elided value is not an empty one
+        ("...", None),
         ("[sat-07](https://portal.example/sat-08)", "sat-08"),  # the text, not the target
         ("[sat-07] (https://portal.example)", "sat-07"),  # not a link
         ("45%", 0.45),

@@ -301,11 +301,13 @@ _ALERTS = [
 @pytest.mark.parametrize(
     ("reply", "rule", "exported"),
     [
-        # a dash for the null reading, the long message cut with an ellipsis: an excerpt
+        # a dash for the null reading, the long message cut with an ellipsis or elided
+        # whole: an excerpt
         (
             "| At | Message | Reading (V) |\n|---|---|---|\n"
             "| 2026-11-19 00:00 | Battery voltage below thr\u2026 | \u2014 |\n"
-            "| 2026-11-19 00:01 | Battery voltage below thr\u2026 | 11.51 V |\n",
+            "| 2026-11-19 00:01 | Battery voltage below thr\u2026 | 11.51 V |\n"
+            "| 2026-11-19 00:02 | \u2026 | 11.52 V |\n",
             "excerpt_replaced",
             40,
         ),
