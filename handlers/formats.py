@@ -227,15 +227,15 @@ _NOT_TARGET_BEFORE_AS: Final = frozenset({"well", "such", "same", "soon", "long"
 _CLAUSE_BREAK: Final = re.compile(r"[,;:!?()\[\]\n]|\s[-–—]\s|\.\s")
 _WORD: Final = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _NEGATION_WINDOW: Final = 8
-_NEGATIONS: Final = frozenset(
+# "forget the csv" refuses it; "don't forget the csv" does not.
+_CANCELS: Final = frozenset({"forget", "scrap", "ditch"})
+_NEGATIONS: Final = _CANCELS | frozenset(
     {
         "no", "not", "never", "without", "nor", "neither", "none", "nope", "cannot", "dont",
         "doesnt", "didnt", "cant", "wont", "wouldnt", "shouldnt", "couldnt", "isnt", "arent",
-        "stop", "skip", "cancel", "avoid", "except", "excluding", "forget", "scrap", "ditch",
+        "stop", "skip", "cancel", "avoid", "except", "excluding",
     }
 )  # fmt: skip
-# "forget the csv" refuses it; "don't forget the csv" does not.
-_CANCELS: Final = frozenset({"forget", "scrap", "ditch"})
 _NEGATION_BIGRAMS: Final = frozenset({("instead", "of"), ("rather", "than"), ("never", "mind")})
 # "don't forget to create a csv" asks for one; "not only csv but" does not refuse it.
 _NEGATION_EXEMPT_NEXT: Final = frozenset({"forget", "hesitate", "mind", "only", "just"})

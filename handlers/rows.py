@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any, Final
 
@@ -254,18 +254,22 @@ def _row_key(envelope: Mapping[str, Any]) -> str | None:
     return next((by_name[name] for name in ROW_KEYS if name in by_name), None)
 
 
+def _named(mapping: Mapping[str, Any], names: Collection[str]) -> Any:
+    """The value of the first key that is one of `names` (compared as `normalize_key`
+    gives it); None when there is none."""
+    return next((v for k, v in mapping.items() if normalize_key(k) in names), None)
+
+
 def _column_names(table: Mapping[str, Any]) -> list[str] | None:
     """A columnar table's column names (strings, or objects with a `name` / `ColumnName`),
     each given once; None for anything else."""
-    columns = next((v for k, v in table.items() if normalize_key(k) == _COLUMNS), None)
+    columns = _named(table, (_COLUMNS,))
     if not isinstance(columns, list) or not columns:
         return None
     names: list[str] = []
     for column in columns:
         if isinstance(column, Mapping):
-            column = next(
-                (v for k, v in column.items() if normalize_key(k) in _COLUMN_NAME_KEYS), None
-            )
+            column = _named(column, _COLUMN_NAME_KEYS)
         if not isinstance(column, str) or not column:
             return None
         names.append(column)
@@ -296,7 +300,7 @@ def _columnar_rows(holder: Mapping[str, Any], key: str, rows: Any) -> list[Any] 
 
 def _first_table(envelope: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The first table of a query service's `{"tables": [{"columns", "rows"}, ...]}`."""
-    tables = next((v for k, v in envelope.items() if normalize_key(k) == _TABLES), None)
+    tables = _named(envelope, (_TABLES,))
     if not isinstance(tables, list) or not tables or not isinstance(tables[0], Mapping):
         return None
     first = tables[0]

@@ -182,14 +182,11 @@ def after_fetch(inp: TurnInput, phase: Phase, collector: RowCollector) -> Phase:
     match phase:
         case FetchCurrentTurn(request=request, deferred=DeferredGroups() as deferred) if (
             not dominates(collector.select().row_count, deferred.estimate)
+            or (request.table is not None and not collector.table_is_excerpt())
         ):
-            # The citations overstated the dominant group: read the others after all.
-            return FetchDeferredGroups(request, deferred.refs, phase.window)
-        case FetchCurrentTurn(request=request, deferred=DeferredGroups() as deferred) if (
-            request.table is not None and not collector.table_is_excerpt()
-        ):
-            # The reply's table is no excerpt of the dominant group's rows: it may be one of
-            # a lookup's rows (retrieved all the same), which only those rows can tell.
+            # Read the others after all: the citations overstated the dominant group, or the
+            # reply's table is no excerpt of its rows and may be one of a lookup's rows
+            # (retrieved all the same), which only those rows can tell.
             return FetchDeferredGroups(request, deferred.refs, phase.window)
         case (
             FetchCurrentTurn(request=request, window=window)
