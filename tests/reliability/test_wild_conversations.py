@@ -1,0 +1,197 @@
+"""The shell writes what the core decides, whatever the tool data and the reply hold.
+
+Generated conversations carry any JSON as tool results (nested lists and dicts, keys of any
+text, the keys the row extraction looks for, numbers of any size, null markers, ellipses,
+links) and replies that answer, ask, or paste a pipe table whose cells are often values of
+the results. Each one goes through the real worker: the CLI's click group in this process
+(`tests.evals.runner.Cli`), local backend, `dev seed` then one `run --drain`. The oracle is
+the pure core played by `tests.chat.drive` over the same documents:
+
+- every event ends in exactly one turn record and nothing is dead-lettered (the inputs are
+  all valid; bad input has its own corpus in `test_poison.py`);
+- each record has the core's decision, and a published one its row source, selection rule
+  and row count;
+- a json export of action rows holds the core's rows, in order; every other export parses
+  in its format.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import openpyxl
+from defusedxml import ElementTree
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from handlers import phases
+from tests.chat import CID, Chat, decision_of, drive
+from tests.evals.runner import Cli
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**20), max_value=10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.sampled_from(["", "-", "n/a", "\u2026", "...", "| x |", "[a](b)", "=1", "12.5", "1,234"]),
+)
+keys = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(
+        ["items", "value", "rows", "columns", "data", "tables", "timestamp", "total",
+         "next_link", "truncated", "resultTruncated", "id", "name", "api_token"]
+    ),
+)  # fmt: skip
+results = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(keys, inner, max_size=5),
+    max_leaves=30,
+)
+requests = st.one_of(
+    st.sampled_from(
+        ["create a csv", "export as json", "json please", "xml please", "excel", "all of them",
+         "csv of the temperature", "as a pdf", "the average as csv", "yes"]
+    ),
+    st.text(max_size=10),
+)  # fmt: skip
+mostly = st.sampled_from([True, True, True, False])
+
+
+def leaves(value: Any) -> list[str]:
+    """Every key and scalar of a result, as text: what a pasted table's cells often show."""
+    if isinstance(value, dict):
+        return [text for k, v in value.items() for text in (str(k), *leaves(v))]
+    if isinstance(value, list):
+        return [text for item in value for text in leaves(item)]
+    return [str(value)]
+
+
+@st.composite
+def pipe_table(draw: st.DrawFn, seen: list[str]) -> str:
+    """A Markdown table of some columns and rows, its cells drawn from `seen` or made up."""
+    cell = st.one_of(st.text(max_size=8), st.sampled_from(seen or ["x"])).map(
+        lambda text: " ".join(text.split()).replace("|", "/")
+    )
+    width = draw(st.integers(min_value=1, max_value=4))
+    lines = ["| " + " | ".join(draw(cell) for _ in range(width)) + " |", "|---" * width + "|"]
+    for _ in range(draw(st.integers(min_value=0, max_value=5))):
+        cells = [draw(cell) for _ in range(draw(st.integers(min_value=1, max_value=width + 1)))]
+        lines.append("| " + " | ".join(cells) + " |")
+    before = draw(st.sampled_from(["", "Here are the rows:\n\n"]))
+    return before + "\n".join(lines) + draw(st.sampled_from(["", "\n\n...", "\n\nAnything else?"]))
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> Chat:
+    chat = Chat()
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        chat.user(draw(requests))
+        for _ in range(draw(st.integers(min_value=0, max_value=2))):
+            calls = [
+                (draw(st.sampled_from(["get_samples", "list_devices", "q"])), draw(results))
+                for _ in range(draw(st.integers(min_value=1, max_value=3)))
+            ]
+            chat.tools(*calls, success=draw(mostly), artifact=draw(mostly))
+        reply = draw(st.sampled_from(["answer", "table", "clarification"]))
+        if reply == "table":
+            seen = [text for a in chat.artifacts.values() for text in leaves(a["result"])]
+            chat.reply(draw(pipe_table(seen)))
+        elif reply == "clarification":
+            chat.reply(draw(st.text(max_size=20)) + "?", clarification=True)
+        else:
+            chat.reply(draw(st.text(max_size=40)))
+    return chat
+
+
+def fixture(chat: Chat, cid: str, limits: list[int | None]) -> dict[str, Any]:
+    """`dev seed`'s document: the conversation under `cid`, one event a turn."""
+    documents = json.loads(
+        json.dumps({"messages": chat.messages, "artifacts": chat.artifacts}).replace(CID, cid)
+    )
+    events = []
+    for number, limit in enumerate(limits, start=1):
+        event = chat.event(history_limit=limit, turn_number=number).model_dump()
+        events.append({**event, "conversation_id": cid, "event_id": f"evt_{cid}_{number}"})
+    conversation = {"id": cid, "user_id": "u1", "participants": [], "deleted": False}
+    return {"conversations": [conversation], **documents, "events": events}
+
+
+def expected(chat: Chat, limit: int | None, number: int) -> dict[str, Any]:
+    """What the core decides for turn `number`: the record's fields, and the rows."""
+    ending, _, rows = drive(
+        chat.messages, chat.artifacts, chat.event(history_limit=limit, turn_number=number)
+    )
+    if not isinstance(ending, phases.ExportPlan):
+        return {"decision": decision_of(ending)}
+    table = ending.table is not None and ending.row_source == "assistant_table"
+    return {
+        "decision": "published",
+        "row_source": ending.row_source,
+        "rule": ending.why.rule,
+        "row_count": len(ending.table.rows) if table and ending.table else len(rows),
+        "rows": None if table else rows,
+    }
+
+
+def parses(body: bytes, file_format: str) -> int:
+    """The data rows an export holds, read back with its format's own reader."""
+    if file_format == "csv":
+        return len(list(csv.reader(io.StringIO(body.decode("utf-8-sig"), newline="")))) - 1
+    if file_format == "json":
+        return len(json.loads(body))
+    if file_format == "xml":
+        return len(ElementTree.fromstring(body))
+    sheet = openpyxl.load_workbook(io.BytesIO(body), read_only=True).worksheets[0]
+    return sum(1 for _ in sheet.iter_rows()) - 1
+
+
+def without_nulls(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Each row's values but null, as sorted JSON: a json export writes every column of every
+    row (null where the row has none), under headers made unique and printable."""
+    return [
+        sorted(json.dumps(v, sort_keys=True) for v in r.values() if v is not None) for r in rows
+    ]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.lists(st.sampled_from([None, 0, 1, 5, 10, 40]), min_size=3))
+def test_the_worker_records_and_writes_what_the_core_decides(
+    chat: Chat, limits: list[int | None]
+) -> None:
+    limits = limits[: chat.turn]
+    home = Path(tempfile.mkdtemp(prefix="export-worker-wild-"))
+    try:
+        cli = Cli(home, None)
+        path = home / "conversation.json"
+        path.write_text(json.dumps(fixture(chat, "conv_wild", limits)), encoding="utf-8")
+        cli.run("dev", "seed", str(path))
+        cli.run("run", "--drain")
+        assert json.loads(cli.run("dlq", "list", "--json")) == []
+        records = json.loads(cli.run("turns", "list", "--conversation", "conv_wild", "--json"))
+        assert [r["turn_id"] for r in records] == [f"t{n}" for n in range(1, chat.turn + 1)]
+        for number, (limit, record) in enumerate(zip(limits, records, strict=True), start=1):
+            check_record(cli, record, expected(chat, limit, number))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def check_record(cli: Cli, record: dict[str, Any], want: dict[str, Any]) -> None:
+    """The record says what the core decided; its export holds those rows."""
+    assert record["decision"] == want["decision"]
+    event(f"{want['decision']} {want.get('row_source', '')}".strip())
+    if want["decision"] != "published":
+        return
+    export = record["export"]
+    got = (export["row_source"], export["selection"]["rule"], export["row_count"])
+    assert got == (want["row_source"], want["rule"], want["row_count"])
+    body = cli.run("exports", "get", export["export_id"])
+    assert parses(body, export["format"]) == export["row_count"]
+    if export["format"] == "json" and want["rows"] is not None:
+        assert without_nulls(json.loads(body)) == without_nulls(want["rows"])
