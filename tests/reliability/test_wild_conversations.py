@@ -2,10 +2,11 @@
 
 Generated conversations carry any JSON as tool results (nested lists and dicts, keys of any
 text, the keys the row extraction looks for, numbers of any size, null markers, ellipses,
-links) and replies that answer, ask, or paste a pipe table whose cells are often values of
-the results. Each one goes through the real worker: the CLI's click group in this process
-(`tests.evals.runner.Cli`), local backend, `dev seed` then one `run --drain`. The oracle is
-the pure core played by `tests.chat.drive` over the same documents:
+links) and replies that answer, ask, or paste a table (Markdown pipes, CSV fenced or not,
+TSV) whose cells are often values of the results. Each one goes through the real worker:
+the CLI's click group in this process (`tests.evals.runner.Cli`), local backend, `dev seed`
+then one `run --drain`. The oracle is the pure core played by `tests.chat.drive` over the
+same documents:
 
 - every event ends in exactly one turn record and nothing is dead-lettered (the inputs are
   all valid; bad input has its own corpus in `test_poison.py`);
@@ -76,18 +77,31 @@ def leaves(value: Any) -> list[str]:
 
 
 @st.composite
-def pipe_table(draw: st.DrawFn, seen: list[str]) -> str:
-    """A Markdown table of some columns and rows, its cells drawn from `seen` or made up."""
-    cell = st.one_of(st.text(max_size=8), st.sampled_from(seen or ["x"])).map(
-        lambda text: " ".join(text.split()).replace("|", "/")
-    )
+def pasted_table(draw: st.DrawFn, seen: list[str]) -> str:
+    """A table as models paste one: a Markdown pipe table, a fenced or unfenced CSV block or
+    TSV lines, of some columns and rows, its cells drawn from `seen` or made up."""
+    cell = st.one_of(st.text(max_size=8), st.sampled_from(seen or ["x"]))
     width = draw(st.integers(min_value=1, max_value=4))
-    lines = ["| " + " | ".join(draw(cell) for _ in range(width)) + " |", "|---" * width + "|"]
+    lines = [[draw(cell) for _ in range(width)]]
     for _ in range(draw(st.integers(min_value=0, max_value=5))):
-        cells = [draw(cell) for _ in range(draw(st.integers(min_value=1, max_value=width + 1)))]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(
+            [draw(cell) for _ in range(draw(st.integers(min_value=1, max_value=width + 1)))]
+        )
+    shape = draw(st.sampled_from(["pipe", "pipe", "csv", "fenced csv", "tsv"]))
+    if shape == "pipe":
+        flat = [[" ".join(text.split()).replace("|", "/") for text in line] for line in lines]
+        rendered = ["| " + " | ".join(line) + " |" for line in flat]
+        text = "\n".join([rendered[0], "|---" * width + "|", *rendered[1:]])
+    elif shape == "tsv":
+        text = "\n".join("\t".join(" ".join(t.split()) for t in line) for line in lines)
+    else:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows(lines)
+        text = out.getvalue().rstrip("\n")
+        if shape == "fenced csv":
+            text = f"```csv\n{text}\n```"
     before = draw(st.sampled_from(["", "Here are the rows:\n\n"]))
-    return before + "\n".join(lines) + draw(st.sampled_from(["", "\n\n...", "\n\nAnything else?"]))
+    return before + text + draw(st.sampled_from(["", "\n\n...", "\n\nAnything else?"]))
 
 
 @st.composite
@@ -104,7 +118,7 @@ def conversations(draw: st.DrawFn) -> Chat:
         reply = draw(st.sampled_from(["answer", "table", "clarification"]))
         if reply == "table":
             seen = [text for a in chat.artifacts.values() for text in leaves(a["result"])]
-            chat.reply(draw(pipe_table(seen)))
+            chat.reply(draw(pasted_table(seen)))
         elif reply == "clarification":
             chat.reply(draw(st.text(max_size=20)) + "?", clarification=True)
         else:
