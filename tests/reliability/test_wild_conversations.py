@@ -126,17 +126,19 @@ def conversations(draw: st.DrawFn) -> Chat:
     return chat
 
 
-def fixture(chat: Chat, cid: str, limits: list[int | None]) -> dict[str, Any]:
-    """`dev seed`'s document: the conversation under `cid`, one event a turn."""
-    documents = json.loads(
-        json.dumps({"messages": chat.messages, "artifacts": chat.artifacts}).replace(CID, cid)
-    )
-    events = []
-    for number, limit in enumerate(limits, start=1):
-        event = chat.event(history_limit=limit, turn_number=number).model_dump()
-        events.append({**event, "conversation_id": cid, "event_id": f"evt_{cid}_{number}"})
-    conversation = {"id": cid, "user_id": "u1", "participants": [], "deleted": False}
-    return {"conversations": [conversation], **documents, "events": events}
+def fixture(chat: Chat, limits: list[int | None]) -> dict[str, Any]:
+    """`dev seed`'s document: the conversation, its artifacts and one event a turn."""
+    events = [
+        chat.event(history_limit=limit, turn_number=number).model_dump()
+        for number, limit in enumerate(limits, start=1)
+    ]
+    conversation = {"id": CID, "user_id": "u1", "participants": [], "deleted": False}
+    return {
+        "conversations": [conversation],
+        "messages": chat.messages,
+        "artifacts": chat.artifacts,
+        "events": events,
+    }
 
 
 def expected(chat: Chat, limit: int | None, number: int) -> dict[str, Any]:
@@ -165,7 +167,7 @@ def parses(body: bytes, file_format: str) -> int:
         return len(json.loads(body))
     if file_format == "xml":
         return len(ElementTree.fromstring(body))
-    openpyxl.load_workbook(io.BytesIO(body), read_only=True).close()  # it opens
+    openpyxl.load_workbook(io.BytesIO(body), read_only=True).close()  # a workbook openpyxl reads
     with zipfile.ZipFile(io.BytesIO(body)) as book:
         sheet = book.read("xl/worksheets/sheet1.xml").decode()
     return max(map(int, re.findall(r'<row r="(\d+)"', sheet)), default=1) - 1
@@ -198,11 +200,11 @@ def test_the_worker_records_and_writes_what_the_core_decides(
     try:
         cli = Cli(home, None)
         path = home / "conversation.json"
-        path.write_text(json.dumps(fixture(chat, "conv_wild", limits)), encoding="utf-8")
+        path.write_text(json.dumps(fixture(chat, limits)), encoding="utf-8")
         cli.run("dev", "seed", str(path))
         cli.run("run", "--drain")
         assert json.loads(cli.run("dlq", "list", "--json")) == []
-        records = json.loads(cli.run("turns", "list", "--conversation", "conv_wild", "--json"))
+        records = json.loads(cli.run("turns", "list", "--conversation", CID, "--json"))
         assert [r["turn_id"] for r in records] == [f"t{n}" for n in range(1, chat.turn + 1)]
         for number, (limit, record) in enumerate(zip(limits, records, strict=True), start=1):
             check_record(cli, record, expected(chat, limit, number))
