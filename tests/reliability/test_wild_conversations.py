@@ -3,10 +3,10 @@
 Generated conversations carry any JSON as tool results (nested lists and dicts, keys of any
 text, the keys the row extraction looks for, numbers of any size, null markers, ellipses,
 links) and replies that answer, ask, or paste a table (Markdown pipes, CSV fenced or not,
-TSV) whose cells are often values of the results. Each one goes through the real worker:
-the CLI's click group in this process (`tests.evals.runner.Cli`), local backend, `dev seed`
-then one `run --drain`. The oracle is the pure core played by `tests.chat.drive` over the
-same documents:
+TSV) whose cells are often values of the results; some of their calls and results are
+soft-deleted. Each one goes through the real worker: the CLI's click group in this process
+(`tests.evals.runner.Cli`), local backend, `dev seed` then one `run --drain`. The oracle is
+the pure core played by `tests.chat.drive` over the same documents:
 
 - every event ends in exactly one turn record and nothing is dead-lettered (the inputs are
   all valid; bad input has its own corpus in `test_poison.py`);
@@ -65,6 +65,7 @@ requests = st.one_of(
     st.text(max_size=10),
 )  # fmt: skip
 mostly = st.sampled_from([True, True, True, False])
+deletions = st.sampled_from([False, False, False, False, True])
 
 
 def leaves(value: Any) -> list[str]:
@@ -123,6 +124,14 @@ def conversations(draw: st.DrawFn) -> Chat:
             chat.reply(draw(st.text(max_size=20)) + "?", clarification=True)
         else:
             chat.reply(draw(st.text(max_size=40)))
+    # Soft-deleted calls and results. A deleted user message or reply makes its turn not
+    # visible (turn_not_found after retries: docs/contract/stored-data.md), so those stay.
+    kept = {m["id"] for m in chat.messages if m["role"] == "user"} | {
+        [m for m in chat.messages if m["turn_id"] == turn and m["role"] == "assistant"][-1]["id"]
+        for turn in {m["turn_id"] for m in chat.messages}
+    }
+    for message in chat.messages:
+        message["deleted"] = message["id"] not in kept and draw(deletions)
     return chat
 
 
