@@ -21,7 +21,8 @@ CID = "conv_t"
 class Chat:
     """Builds a stored conversation the way the chat service writes it."""
 
-    def __init__(self) -> None:
+    def __init__(self, cid: str = CID) -> None:
+        self.cid = cid
         self.messages: list[dict[str, Any]] = []
         self.artifacts: dict[str, Any] = {}
         self.turn = 0
@@ -33,7 +34,7 @@ class Chat:
         self.messages.append(
             {
                 "id": mid,
-                "conversation_id": CID,
+                "conversation_id": self.cid,
                 "turn_id": f"t{self.turn}",
                 "seq": seq,
                 "role": role,
@@ -61,7 +62,7 @@ class Chat:
             arguments = rest[0] if rest else {}
             self.calls += 1
             call_id = f"call_{self.calls}"
-            path = f"artifacts/{CID}/t{self.turn}/{call_id}.json"
+            path = f"artifacts/{self.cid}/t{self.turn}/{call_id}.json"
             calls.append({"id": call_id, "name": name, "arguments": arguments})
             answers.append(
                 {
@@ -94,9 +95,9 @@ class Chat:
             {
                 "type": "turn.completed",
                 "version": 1,
-                "event_id": f"e{number}",
+                "event_id": f"e{number}" if self.cid == CID else f"e_{self.cid}_{number}",
                 "occurred_at": "2026-11-20T09:01:39Z",
-                "conversation_id": CID,
+                "conversation_id": self.cid,
                 "user_id": user,
                 "turn_id": turn,
                 "user_message_id": user_msg["id"],
