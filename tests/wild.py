@@ -118,11 +118,11 @@ def conversations(draw: st.DrawFn, cid: str = CID) -> Chat:
     return chat
 
 
-def fixture(*conversations: tuple[Chat, list[int | None]]) -> dict[str, Any]:
+def fixture(*batch: tuple[Chat, list[int | None]]) -> dict[str, Any]:
     """`dev seed`'s document: each conversation, its artifacts and one event a turn, with the
     turn's `history_limit` from its list (as many as the conversation has turns)."""
     given: dict[str, Any] = {"conversations": [], "messages": [], "artifacts": {}, "events": []}
-    for chat, limits in conversations:
+    for chat, limits in batch:
         given["conversations"].append(
             {"id": chat.cid, "user_id": "u1", "participants": [], "deleted": False}
         )
@@ -135,5 +135,5 @@ def fixture(*conversations: tuple[Chat, list[int | None]]) -> dict[str, Any]:
     return given
 
 
-# A turn's `history_limit`: none (the worker's default), none at all, a few, the cap.
+# A turn's `history_limit`: None (the worker's default), 0 (no history), a few, the cap.
 history_limits = st.lists(st.sampled_from([None, 0, 1, 5, 10, 40]), min_size=3, max_size=3)
