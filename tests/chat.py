@@ -95,8 +95,7 @@ class Chat:
             {
                 "type": "turn.completed",
                 "version": 1,
-                # Unique across the conversations of one queue; the first form kept for CID.
-                "event_id": f"e{number}" if self.cid == CID else f"e_{self.cid}_{number}",
+                "event_id": f"e_{self.cid}_{number}",  # unique across conversations
                 "occurred_at": "2026-11-20T09:01:39Z",
                 "conversation_id": self.cid,
                 "user_id": user,

@@ -109,12 +109,9 @@ def conversations(draw: st.DrawFn, cid: str = CID) -> Chat:
             chat.reply(draw(st.text(max_size=40)))
     # Soft-deleted calls and results. A deleted user message or reply makes its turn not
     # visible (turn_not_found after retries: docs/contract/stored-data.md), so those stay.
-    kept = {m["id"] for m in chat.messages if m["role"] == "user"} | {
-        [m for m in chat.messages if m["turn_id"] == turn and m["role"] == "assistant"][-1]["id"]
-        for turn in {m["turn_id"] for m in chat.messages}
-    }
     for message in chat.messages:
-        message["deleted"] = message["id"] not in kept and draw(deletions)
+        calls_or_results = message["role"] == "tool" or bool(message.get("tool_calls"))
+        message["deleted"] = calls_or_results and draw(deletions)
     return chat
 
 
