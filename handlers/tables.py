@@ -47,6 +47,8 @@ _TABLE_LANGUAGES: Final = _CSV_LANGUAGES | frozenset(
 _PIPE: Final = re.compile(r"(?<!\\)\|")
 _SEPARATOR_CELL: Final = re.compile(r"\s*:?-+:?\s*")
 _LIST_ITEM: Final = re.compile(r"\s*(?:[-*+]|\d+[.)])\s")
+# A Markdown heading ("## Samples"): a "#" that starts a cell ("#,name,price") is data.
+_HEADING: Final = re.compile(r"[ \t]*#{1,6}(?: |$)")
 _WRAPPED_CELL: Final = re.compile(r"\*\*([^*]+)\*\*|__([^_]+)__|`([^`]+)`")
 # "Source: ...", "*Citation:* ..." lines name where data came from; they are never rows.
 _SOURCE_LINE: Final = re.compile(r"^[\W_]*(?:sources?|citations?)[\W_]*:", re.IGNORECASE)
@@ -368,7 +370,7 @@ def _read_csv(lines: list[str | None], index: int) -> _Record | None:
 
 def _is_row_like(line: str) -> bool:
     stripped = line.strip()
-    return bool(stripped) and not stripped.startswith("#") and not _LIST_ITEM.match(line)
+    return bool(stripped) and not _HEADING.match(line) and not _LIST_ITEM.match(line)
 
 
 def _judged(record: _Record) -> _Record | None:

@@ -432,6 +432,22 @@ def test_line_of_another_field_count_ends_the_block() -> None:
     assert find_table(reply) == Table(columns=("t", "v"), rows=(("1", "2"),))
 
 
+@pytest.mark.parametrize(
+    ("reply", "table"),
+    [
+        # A "#" that starts a cell is data: a row-number header, an id.
+        ("#,name\n1,S 1\n2,S 2\n", Table(("#", "name"), (("1", "S 1"), ("2", "S 2")))),
+        ("#\tname\n1\tSensor 1\n", Table(("#", "name"), (("1", "Sensor 1"),))),
+        ("id,name\n#1,a\n#2,b\n", Table(("id", "name"), (("#1", "a"), ("#2", "b")))),
+        # A Markdown heading above the block is not its header.
+        ("## Samples\nt,v\n1,2\n", Table(("t", "v"), (("1", "2"),))),
+        ("#\nt,v\n1,2\n", Table(("t", "v"), (("1", "2"),))),
+    ],
+)  # fmt: skip
+def test_hash_starting_a_cell_is_data_and_a_heading_is_not(reply: str, table: Table) -> None:
+    assert find_table(reply) == table
+
+
 def test_crlf_reply_text_parses_like_lf() -> None:
     assert find_table("t,v\r\n1,2\r\n3,4\r\n") == Table(
         columns=("t", "v"), rows=(("1", "2"), ("3", "4"))
