@@ -81,10 +81,10 @@ class TurnText(msgspec.Struct, frozen=True):
 
 CLARIFICATION_MAX_CHARS: Final = 500
 
-# A sentence ending in "?": it starts after the last ".", "!", "?" or newline (the look-behind
-# lets the search skip every other position at once, where a search from each would read the
-# rest of the sentence again).
-_QUESTION: Final = re.compile(r"(?<![^.!?\n])[^.!?\n]*\?")
+# Where a sentence ends: after "!", "?" or a newline, and at a "." followed by a space and
+# then anything but a lower-case letter. A "." inside a number ("0.5 s") or before a word
+# that carries on the sentence ("e.g. timestamp", "raw vs. hourly") ends nothing.
+_SENTENCE_END: Final = re.compile(r"(?<=[!?\n])|\.(?=\s)(?!\s+[a-z])")
 # Questions about the row shape or the columns of the table to be written: which columns
 # or fields, whether to include, add or drop one, all of them or only some.
 _SHAPE_QUESTION: Final = re.compile(
@@ -136,7 +136,10 @@ def is_clarification(reply: AssistantMessage | None) -> bool:
     content = reply.content or ""
     if len(content) > CLARIFICATION_MAX_CHARS:
         return False
-    asks_shape = any(_SHAPE_QUESTION.search(q.group()) for q in _QUESTION.finditer(content))
+    asks_shape = any(
+        sentence.endswith("?") and _SHAPE_QUESTION.search(sentence)
+        for sentence in _SENTENCE_END.split(content)
+    )
     if not asks_shape or _DELIVERED.search(content.replace("\u2019", "'")):
         return False
     return find_table(content) is None

@@ -63,6 +63,10 @@ def reply(content: str | None, clarification: bool | None = None) -> AssistantMe
         "Should the CSV have one line per reading?",
         "Before I export: do you want the raw samples or hourly averages?",
         "Daily averages or all samples?",
+        # A "." that ends no sentence: an abbreviation, a decimal.
+        "Which columns do you need, e.g. timestamp and value?",
+        "Should each row be one sample at 0.5 s resolution?",
+        "Raw samples vs. hourly averages?",
     ],
 )
 def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -> None:
