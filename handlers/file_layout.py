@@ -1,8 +1,9 @@
 """The file as written: its header (what the record names `columns`) and its aligned rows.
 
-Header names are a decision, not a detail of writing: blank and duplicate names are made
-usable (docs/contract/files.md) and, in CSV, a name a spreadsheet would run as a formula carries the
-same `'` as any other cell, so the record names the columns exactly as the file reads.
+Header names are a decision, not a detail of writing (docs/contract/files.md): CSV and XLSX
+make blank and duplicate names usable, JSON and XML keep the keys as retrieved, and in CSV a
+name a spreadsheet would run as a formula carries the same `'` as any other cell, so the
+record names the columns exactly as the file reads.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from handlers.rows import Row
 from handlers.selection import Selection
 from handlers.serialisers import Cells, ColumnBlock, without_surrogates
 from handlers.serialisers.csv_file import PlainCsvBatch, csv_cell
-from handlers.serialisers.headers import unique_headers
+from handlers.serialisers.headers import distinct_keys, unique_headers
 from handlers.tables import Table
 from schemas.vocabulary import ExportFormat
 
@@ -56,6 +57,9 @@ def _named(
     # A lone surrogate has no UTF-8 form: the record and the event could not name the column
     # (the turn was recorded published, then failed to announce it).
     names = [without_surrogates(key) for key in keys]
+    if fmt in ("json", "xml"):
+        # Keys as retrieved: JSON and XML tell "amount" from "Amount" and can name "".
+        return Layout(tuple(distinct_keys(names)), keys, count, sources, truncated)
     if fmt == "csv":
         # As the file reads them (neutralised, CRLF line ends), before they are made unique:
         # "=a" and "'=a" would otherwise both read "'=a".

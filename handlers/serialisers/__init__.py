@@ -1,17 +1,16 @@
 """Export files (docs/contract/files.md): rows in, file bytes out, one module per format.
 
-Every serialiser takes `columns` (already made unique by `headers.unique_headers`, so the
-file's header matches the columns the caller records) and an iterable of rows aligned with
-them; a value is a JSON value and `None` means missing. In that iterable a `ColumnBlock`
-may stand for several rows given as their columns (how the row spool hands a batch back):
-CSV writes such a block a column at a time, the other formats row by row (`each_row`), and
-every format writes the same bytes as for the rows themselves. A `CsvRecords` item is rows
-the CSV writer wrote already (a spooled batch of a CSV export): only CSV takes it. Nothing
-here does I/O: the text formats yield byte chunks, XLSX writes to a sink it is handed. Rows
-are consumed a row or a block at a time so no format holds the whole dataset.
-
-This module holds only what every format shares: content types, extensions, the row
-shape rule, column blocks, the chunking rule and the lone-surrogate rule.
+Every serialiser takes `columns` (already distinct, by `headers.unique_headers` or
+`headers.distinct_keys`, so the file's header matches the columns the caller records) and an
+iterable of rows aligned with them; a value is a JSON value and `None` means missing. In
+that iterable a `ColumnBlock` may stand for several rows given as their columns (how the row
+spool hands a batch back): CSV writes such a block a column at a time, the other formats row
+by row (`each_row`), and every format writes the same bytes as for the rows themselves. A
+`CsvRecords` item is rows the CSV writer wrote already (a spooled batch of a CSV export):
+only CSV takes it. Nothing here does I/O: the text formats yield byte chunks, XLSX writes to
+a sink it is handed. Rows are consumed a row or a block at a time so no format holds the
+whole dataset. This module holds only what every format shares: content types, extensions,
+the row shape rule, column blocks, the chunking rule and the lone-surrogate rule.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def least_bytes(columns: Sequence[str], row_count: int) -> int:
     """No JSON file of these columns and this many rows is shorter: the array's brackets,
     and each row's object naming every column (a key's characters are a byte each at the
     least, its value one character). The columns are distinct, as every serialiser's are
-    (`headers.unique_headers`): an object keeps one key of a name given twice."""
+    (`headers.distinct_keys`): an object keeps one key of a name given twice."""
     if not row_count:
         return 2  # []
     keys = sum(len(column) + 4 for column in columns)  # "key":v

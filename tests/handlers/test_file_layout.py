@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from handlers.file_layout import action_cells, layout, table_cells
 from handlers.selection import Selection
 from handlers.tables import Table
+from schemas.vocabulary import ExportFormat
 
 
 def selection(columns: tuple[str, ...], source: str | None = None) -> Selection:
@@ -26,12 +29,24 @@ def test_csv_header_carries_the_same_formula_guard_as_the_cells() -> None:
     assert layout("json", None, selection(("=cmd", "value"))).header == ("=cmd", "value")
 
 
-def test_blank_and_duplicate_headers_are_made_usable_for_every_format() -> None:
-    shape = layout("xml", Table(columns=("", "Name", "name"), rows=(("1", "x"),)), None)
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_blank_and_duplicate_headers_are_made_usable_in_csv_and_xlsx(fmt: ExportFormat) -> None:
+    shape = layout(fmt, Table(columns=("", "Name", "name"), rows=(("1", "x"),)), None)
     assert shape.header == ("Column 1", "Name", "name 2")
     assert list(table_cells(Table(("", "Name", "name"), (("1", "x"),)), shape)) == [
         ["1", "x", None]
     ]
+
+
+@pytest.mark.parametrize("fmt", ["json", "xml"])
+def test_json_and_xml_keep_the_keys_as_retrieved_and_part_only_exact_repeats(
+    fmt: ExportFormat,
+) -> None:
+    shape = layout(fmt, None, selection(("", "Amount", "amount")))
+    assert shape.header == ("", "Amount", "amount")
+    # Only a pasted table can name a column twice: an object keeps one key of each name.
+    table = Table(columns=("", "Name", "Name", ""), rows=(("1", "x", "y", "z"),))
+    assert layout(fmt, table, None).header == ("", "Name", "Name 2", "Column 4")
 
 
 def test_action_cells_follow_the_keys_and_add_the_source_column() -> None:

@@ -370,6 +370,15 @@ def test_xml_keeps_the_original_name_in_an_attribute_only_when_it_changed() -> N
     assert [el.get("name") for el in elements] == [None, "1st", "xml", 'a "b"\t&\nc']
 
 
+def test_xml_names_a_blank_key_in_its_attribute_and_keeps_case_apart() -> None:
+    elements = list(xml_root(["", "Amount", "amount"], [[1, 2, 3]])[0])
+    assert [(el.tag, el.get("name"), el.text) for el in elements] == [
+        ("_", "", "1"),
+        ("Amount", None, "2"),
+        ("amount", None, "3"),
+    ]
+
+
 def test_xml_columns_with_the_same_safe_name_stay_apart_by_name_attribute() -> None:
     assert xml_rows(["a b", "a_b", "a-b"], [[1, 2, 3]]) == [
         [("a b", "1"), ("a_b", "2"), ("a-b", "3")]
