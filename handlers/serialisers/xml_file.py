@@ -1,12 +1,13 @@
 """XML export: `<rows>`, one `<row>` per row, one element per column in column order.
 
 Element names. Consumers parse with expat (Python's ElementTree, defusedxml), which knows
-only the XML 1.0 4th-edition name characters, so a name keeps ASCII letters, digits, `_`,
-`-`, `.` and the letters of the scripts in `_LETTERS` (all accepted by expat, checked in
-the tests); every other character, `:` included (it would need a namespace), becomes `_`.
-A name starting with a non-letter or with `xml` (reserved) gets a leading `_`; an empty
-name is `_`. When the element name differs from the column name, the column name is kept
-in a `name` attribute, so readers take `name` first and the tag otherwise.
+the XML 1.0 4th-edition name characters, so a name keeps ASCII letters, digits, `_`, `-`,
+`.` and the characters past ASCII expat accepts (`xml_names`: letters of every script it
+lists, combining marks, other digits, extenders); every other character, `:` included (it
+would need a namespace), becomes `_`. A name starting with a character that may not start
+one, or with `xml` (reserved), gets a leading `_`; an empty name is `_`. When the element
+name differs from the column name, the column name is kept in a `name` attribute, so readers
+take `name` first and the tag otherwise.
 
 Text. None is an empty element; scalars read as in the CSV file but never neutralised
 (XML has no formulas); nested values are compact JSON. Characters XML 1.0 cannot hold
@@ -19,26 +20,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from handlers.serialisers import Cells, aligned, byte_chunks, each_row
 from handlers.serialisers.csv_file import cell_text
+from handlers.serialisers.xml_names import may_be_in_a_name, may_start_a_name
 
-# Letter ranges (inclusive) taken from XML 1.0 4th edition, Appendix B "BaseChar" and
-# "Ideographic": Latin, Greek, Cyrillic, Hebrew, Arabic, Devanagari, Thai, Kana, CJK, Hangul.
-_LETTERS: tuple[tuple[int, int], ...] = (
-    (0x00C0, 0x00D6), (0x00D8, 0x00F6), (0x00F8, 0x00FF), (0x0100, 0x0131),
-    (0x0134, 0x013E), (0x0141, 0x0148), (0x014A, 0x017E), (0x0180, 0x01C3),
-    (0x01CD, 0x01F0), (0x01F4, 0x01F5), (0x01FA, 0x0217), (0x0250, 0x02A8),
-    (0x0386, 0x0386), (0x0388, 0x038A), (0x038C, 0x038C), (0x038E, 0x03A1),
-    (0x03A3, 0x03CE), (0x0401, 0x040C), (0x040E, 0x044F), (0x0451, 0x045C),
-    (0x045E, 0x0481), (0x05D0, 0x05EA), (0x0621, 0x063A), (0x0641, 0x064A),
-    (0x0905, 0x0939), (0x0E01, 0x0E2E), (0x1E00, 0x1E9B), (0x1EA0, 0x1EF9),
-    (0x3041, 0x3094), (0x30A1, 0x30FA), (0x4E00, 0x9FA5), (0xAC00, 0xD7A3),
-)  # fmt: skip
-_LETTER_STARTS = tuple(first for first, _ in _LETTERS)
 _ASCII_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _ASCII_NAME = _ASCII_START | frozenset("0123456789-.")
 
@@ -51,15 +39,12 @@ _ATTRIBUTE_ESCAPES = str.maketrans(
 
 
 def _is_letter(char: str) -> bool:
-    if char in _ASCII_START:
-        return True
-    code = ord(char)
-    i = bisect_right(_LETTER_STARTS, code) - 1
-    return i >= 0 and code <= _LETTERS[i][1]
+    """Whether the character may start an element name."""
+    return char in _ASCII_START or (char > "\x7f" and may_start_a_name(ord(char)))
 
 
 def _is_name_char(char: str) -> bool:
-    return char in _ASCII_NAME or _is_letter(char)
+    return char in _ASCII_NAME or (char > "\x7f" and may_be_in_a_name(ord(char)))
 
 
 def safe_element_name(name: str) -> str:
