@@ -374,27 +374,32 @@ def _is_row_like(line: str) -> bool:
 
 
 def _judged(record: _Record) -> _Record | None:
-    """None for a line that is prose wherever it stands; the record, marked when only its
-    length makes it read like a sentence."""
+    """None for a line that is prose wherever it stands; the record, marked when it only
+    reads like a sentence (its length, or a question or exclamation at its end)."""
     if _is_prose(record):
         return None
-    if _reads_like_prose(record):
+    if _reads_like_prose(record) or _asks_or_exclaims(record):
         return msgspec.structs.replace(record, prose_like=True)
     return record
 
 
 def _is_prose(record: _Record) -> bool:
-    """A line that introduces, exclaims or asks (ends in `:`, `!` or `?`), or names a source,
-    is not a row, even with a comma or a tab.
+    """A line that introduces (ends in `:`) or names a source is not a row, even with a
+    comma or a tab.
 
     Only unquoted cells are judged: a quoted cell is deliberate, whatever it holds.
     """
     stripped = record.text.strip()
     if _SOURCE_LINE.match(stripped):
         return True
-    if all(record.quoted):
-        return False
-    return not record.quoted[-1] and stripped.endswith((":", "!", "?"))
+    return not record.quoted[-1] and stripped.endswith(":")
+
+
+def _asks_or_exclaims(record: _Record) -> bool:
+    """A line ending in `?` or `!` reads like a question or an exclamation: prose above a
+    block or below it, but a row between rows of its block (`1,Is the pump on?` in a
+    question-and-answer table)."""
+    return not record.quoted[-1] and record.text.rstrip().endswith(("!", "?"))
 
 
 def _reads_like_prose(record: _Record) -> bool:

@@ -448,6 +448,15 @@ def test_hash_starting_a_cell_is_data_and_a_heading_is_not(reply: str, table: Ta
     assert find_table(reply) == table
 
 
+def test_a_row_ending_in_a_question_mark_between_rows_of_its_block_is_a_row() -> None:
+    reply = "q,answer\n1,Is the pump on?\n2,yes\n3,Alarm!\n4,no\n\nMore rows, or done?"
+    assert find_table(reply) == Table(
+        ("q", "answer"), (("1", "Is the pump on?"), ("2", "yes"), ("3", "Alarm!"), ("4", "no"))
+    )
+    # Above the block or below its last row, such a line is prose.
+    assert find_table("Want these, or others?\nt,v\n1,2\n") == Table(("t", "v"), (("1", "2"),))
+
+
 def test_crlf_reply_text_parses_like_lf() -> None:
     assert find_table("t,v\r\n1,2\r\n3,4\r\n") == Table(
         columns=("t", "v"), rows=(("1", "2"), ("3", "4"))
