@@ -38,7 +38,7 @@ _ATTRIBUTE_ESCAPES = str.maketrans(
 )  # fmt: skip
 
 
-def _is_letter(char: str) -> bool:
+def _may_start(char: str) -> bool:
     """Whether the character may start an element name."""
     return char in _ASCII_START or (char > "\x7f" and may_start_a_name(ord(char)))
 
@@ -52,7 +52,7 @@ def safe_element_name(name: str) -> str:
     # NFC first so a letter typed as letter + combining accent stays one usable letter.
     composed = unicodedata.normalize("NFC", name)
     safe = "".join(char if _is_name_char(char) else "_" for char in composed) or "_"
-    if not _is_letter(safe[0]) or safe[:3].lower() == "xml":
+    if not _may_start(safe[0]) or safe[:3].lower() == "xml":
         safe = "_" + safe
     return safe
 

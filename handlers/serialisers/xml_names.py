@@ -123,11 +123,14 @@ _NAME_FIRSTS: Final = tuple(first for first, _ in NAME_RANGES)
 
 def may_start_a_name(code: int) -> bool:
     """Whether a character past ASCII (its code point) may start an element name."""
-    i = bisect_right(_NAME_START_FIRSTS, code) - 1
-    return i >= 0 and code <= NAME_START_RANGES[i][1]
+    return _within(code, NAME_START_RANGES, _NAME_START_FIRSTS)
 
 
 def may_be_in_a_name(code: int) -> bool:
     """Whether a character past ASCII (its code point) may follow a name's first character."""
-    i = bisect_right(_NAME_FIRSTS, code) - 1
-    return i >= 0 and code <= NAME_RANGES[i][1]
+    return _within(code, NAME_RANGES, _NAME_FIRSTS)
+
+
+def _within(code: int, ranges: tuple[tuple[int, int], ...], firsts: tuple[int, ...]) -> bool:
+    i = bisect_right(firsts, code) - 1
+    return i >= 0 and code <= ranges[i][1]
