@@ -62,6 +62,7 @@ from schemas.documents import (
     AssistantMessage,
     Conversation,
     Message,
+    ToolMessage,
     UserMessage,
 )
 from schemas.events import TurnCompleted
@@ -120,6 +121,11 @@ class HistoryRead:
 def start(inp: TurnInput) -> Phase:
     """Steps 3 to 7 up to the first fetch: the request, the state, the reply, the sources."""
     current, earlier = _split_current_turn(inp)
+    # Every artifact path among the turn's own results, whatever the turn asks and whether
+    # the result succeeded or found its call: a foreign one is never read and the event ends
+    # not_authorized (SPEC 3). Earlier turns' paths were judged when their turns came;
+    # reach-back checks again the group it would read.
+    _confine_paths(inp, current)
     user = current[0]
     assert isinstance(user, UserMessage)
     reply = _reply(current, inp.event.reply_message_id)
@@ -140,10 +146,6 @@ def start(inp: TurnInput) -> Phase:
     table = find_table(reply.content or "") if reply is not None else None
     # paired_calls pairs what it is given: the turn's own messages need no pairing first.
     current_refs = [r for r in _result_refs(visible(current)) if r.artifact is not None]
-    # Every path of the turn, read or not: an export request whose turn names a foreign one
-    # ends not_authorized however it is decided (an earlier turn's paths: when reach-back
-    # would read them; a turn that asks for no file reads none and is recorded as such).
-    _confined(inp, current_refs)
     considered = Considered.current_turn(current_refs, subject_words(step.request_text))
     request = ExportRequest(facts, fmt, table, considered)
     window_refs = _result_refs(history_window(visible(earlier), inp.history_limit))
@@ -342,6 +344,16 @@ def _dominant_first(
         return tuple(refs), None
     now = tuple(r for r in refs if r.action == largest)
     return now, DeferredGroups(tuple(r for r in refs if r.action != largest), others)
+
+
+def _confine_paths(inp: TurnInput, messages: Sequence[Message]) -> None:
+    """Check the artifact path of every visible result (PermanentError not_authorized)."""
+    cid = inp.event.conversation_id
+    for message in visible(messages):
+        if isinstance(message, ToolMessage):
+            for result in message.results:
+                if result.artifact is not None:
+                    confine_artifact(result.artifact, inp.artifacts_container, cid)
 
 
 def _confined(inp: TurnInput, refs: Sequence[ResultRef]) -> tuple[ResultRef, ...]:

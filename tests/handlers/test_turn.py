@@ -695,6 +695,36 @@ def test_artifact_outside_the_conversation_ends_the_turn_even_where_it_would_not
     assert caught.value.reason == "not_authorized"
 
 
+@pytest.mark.parametrize(
+    ("user_text", "reply", "result"),
+    [
+        ("create a csv of the readings", "Done.", "failed"),
+        ("create a csv of the readings", "Done.", "unpaired"),
+        ("hello there", "Hi!", "read"),
+        ("make a pdf", "Done.", "read"),
+        ("create a csv", "Which columns should be included?", "read"),
+    ],
+)
+def test_artifact_outside_the_conversation_ends_any_turn_whatever_its_result_says(
+    user_text: str, reply: str, result: str
+) -> None:
+    # SPEC 3 sets no condition: a turn that asks for nothing, a failed result, a result
+    # whose call is not in the turn all name a path that is never read.
+    chat = Chat()
+    chat.user(user_text)
+    chat.tools(("list_readings", samples(20)))
+    if result == "failed":
+        chat.tools(("lookup", samples(1)), success=False)
+    chat.reply(reply)
+    results = chat.messages[-2]["results"]
+    results[-1]["artifact"] = "artifacts/other_conv/t1/call_9.json"
+    if result == "unpaired":
+        results[-1]["call_id"] = "call_without_a_call"
+    with pytest.raises(PermanentError) as caught:
+        drive(chat.messages, chat.artifacts, chat.event())
+    assert caught.value.reason == "not_authorized"
+
+
 def test_nothing_anywhere_is_no_rows() -> None:
     chat = Chat()
     chat.user("create a csv")
