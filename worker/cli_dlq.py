@@ -80,7 +80,9 @@ def _selected(
     missing = [n for n in numbers if n not in by_number]
     if missing:
         raise Failure(f"no dead-lettered message {missing[0]}")
-    return [by_number[n] for n in numbers if reason is None or by_number[n].reason == reason]
+    # A number named twice is one message: replayed or purged once, and counted once.
+    chosen = dict.fromkeys(numbers)
+    return [by_number[n] for n in chosen if reason is None or by_number[n].reason == reason]
 
 
 @dlq.command("replay")

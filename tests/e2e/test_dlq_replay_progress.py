@@ -63,3 +63,19 @@ def test_a_dlq_command_without_a_choice_of_messages_is_a_usage_error(
     proc = cli.run("dlq", *args, check=False)
     assert proc.returncode == 2 and says in proc.stderr.decode()
     assert len(cli.json("dlq", "list")) == 1
+
+
+@pytest.mark.parametrize("command", ["replay", "purge"])
+def test_a_sequence_number_named_twice_is_one_message(tmp_path: Path, command: str) -> None:
+    cli = _dead_letters(tmp_path, 2)
+    first, second = (str(d["sequence_number"]) for d in cli.json("dlq", "list"))
+    if command == "replay":
+        dry = cli.run("dlq", "replay", first, first, "--dry-run")
+        assert dry.stdout.decode().count("would replay") == 1
+        assert dry.stderr.decode().splitlines()[-1] == "would replay 1 message(s)"
+        done = cli.run("dlq", "replay", first, first)
+        assert done.stderr.decode().splitlines()[-1] == "replayed 1 message(s)"
+    else:
+        done = cli.run("dlq", "purge", first, first, "--yes")
+        assert done.stderr.decode().splitlines()[-1] == "purged 1 message(s)"
+    assert [str(d["sequence_number"]) for d in cli.json("dlq", "list")] == [second]
