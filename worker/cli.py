@@ -22,7 +22,7 @@ from worker.cli_context import Failure, print_json, show, with_backend, with_see
 from worker.cli_dlq import dlq
 from worker.environment import SettingsError
 from worker.operations import Operations
-from worker.ports import Backend, NotFound
+from worker.ports import Backend, NotFound, service_of
 from worker.sending import enqueue
 from worker.serving import serve
 from worker.settings import LOG_LEVELS, Settings
@@ -352,7 +352,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         _fail(1, exc.format_message().splitlines()[0])
     except Exception as exc:
-        _fail(1, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        service = service_of(exc)  # an SDK error raised as it is: which service said it
+        lead = f"{service}: " if service else ""
+        _fail(1, f"{type(exc).__name__}: {lead}{str(exc).splitlines()[0] if str(exc) else ''}")
     sys.exit(code if isinstance(code, int) else 0)
 
 

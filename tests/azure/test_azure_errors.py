@@ -251,3 +251,58 @@ def test_a_guarded_calls_errors_are_led_by_the_service_it_called() -> None:
         run(guarded(silent(), 0.05, "Service Bus"))
     with pytest.raises(TransientError, match=r"^ServiceRequestError$"):
         run(guarded(unreachable(), 1.0))  # no service named: the error as before
+
+
+def test_an_error_raised_as_it_is_names_its_service_in_the_cli_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # With two connection strings set, "ValueError: Connection string is either blank or
+    # malformed." said nothing of which one to check; a refused credential said no service.
+    from worker.azure.cosmos import CosmosAccount
+    from worker.azure.credentials import blob_service, servicebus_client
+    from worker.cli import main
+    from worker.ports import service_of
+    from worker.settings import Settings
+
+    garbage = "garbage;AccountKey=SECRET999"
+    settings = Settings(
+        backend="azure",
+        cosmos_endpoint="https://127.0.0.1:9/",
+        cosmos_key="not base64!",
+        blob_connection_string=garbage,
+        servicebus_connection_string=garbage,
+    )
+    for service, build in {"Blob Storage": blob_service, "Service Bus": servicebus_client}.items():
+        with pytest.raises(ValueError) as refused:
+            build(settings)
+        assert service_of(refused.value) == service
+        assert "SECRET999" not in str(refused.value)
+    # The Cosmos client takes a bad key and refuses it on its first request: the opening.
+    with pytest.raises(ValueError) as refused:
+        run(CosmosAccount(settings).container(settings.turns_container))
+    assert service_of(refused.value) == "Cosmos DB"
+
+    async def refusing() -> None:
+        raise core.ClientAuthenticationError("DefaultAzureCredential failed to retrieve a token")
+
+    with pytest.raises(core.ClientAuthenticationError) as caught:
+        run(guarded(refusing(), 1.0, "Cosmos DB"))
+    assert service_of(caught.value) == "Cosmos DB"
+
+    def failing(*_: Any, **__: Any) -> None:
+        raise caught.value
+
+    import worker.cli as cli_module
+
+    original = cli_module.cli.main
+    cli_module.cli.main = failing  # type: ignore[method-assign]
+    try:
+        with pytest.raises(SystemExit) as exited:
+            main([])
+    finally:
+        cli_module.cli.main = original  # type: ignore[method-assign]
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == (
+        "export-worker: ClientAuthenticationError: Cosmos DB: "
+        "DefaultAzureCredential failed to retrieve a token\n"
+    )

@@ -7,7 +7,9 @@ are never logged, never put in an exception message, never kept on an adapter.
 
 from __future__ import annotations
 
+import contextlib
 import ssl
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -19,6 +21,8 @@ from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.aio.management import ServiceBusAdministrationClient
 from azure.storage.blob.aio import BlobServiceClient
 
+from worker.azure.timeouts import BLOB_STORAGE, COSMOS_DB, SERVICE_BUS
+from worker.ports import name_service
 from worker.settings import Settings
 
 
@@ -51,6 +55,17 @@ def missing_settings(settings: Settings, *, servicebus: bool = True) -> list[str
     return missing
 
 
+@contextlib.contextmanager
+def _building(service: str) -> Iterator[None]:
+    """A client the SDK refuses to build (a malformed connection string or key) names its
+    service: with two connection strings set, the one line says which one to check."""
+    try:
+        yield
+    except Exception as exc:
+        name_service(exc, service)
+        raise
+
+
 def default_credential() -> AsyncTokenCredential:
     """The credential used when no key is configured (close it with the client)."""
     return DefaultAzureCredential()
@@ -62,13 +77,15 @@ def blob_service(
     """A Blob service client and the token credential it owns (None with a connection string)."""
     if settings.blob_connection_string is not None:
         secret = settings.blob_connection_string.get_secret_value()
-        return BlobServiceClient.from_connection_string(secret, **options), None
+        with _building(BLOB_STORAGE):
+            return BlobServiceClient.from_connection_string(secret, **options), None
     if not settings.blob_account_url:
         raise AzureNotConfigured(f"set {_BLOB_NEEDS}")
     credential = default_credential()
-    return BlobServiceClient(
-        settings.blob_account_url, credential=credential, **options
-    ), credential
+    with _building(BLOB_STORAGE):
+        return BlobServiceClient(settings.blob_account_url, credential=credential, **options), (
+            credential
+        )
 
 
 def cosmos_client(
@@ -81,9 +98,11 @@ def cosmos_client(
         options["connection_verify"] = False  # emulators' self-signed certificates only
     if settings.cosmos_key is not None:
         key = settings.cosmos_key.get_secret_value()
-        return CosmosClient(settings.cosmos_endpoint, credential=key, **options), None
+        with _building(COSMOS_DB):
+            return CosmosClient(settings.cosmos_endpoint, credential=key, **options), None
     credential = default_credential()
-    return CosmosClient(settings.cosmos_endpoint, credential=credential, **options), credential
+    with _building(COSMOS_DB):
+        return CosmosClient(settings.cosmos_endpoint, credential=credential, **options), credential
 
 
 @cache
@@ -104,13 +123,16 @@ def servicebus_client(
     options.setdefault("ssl_context", servicebus_tls())
     if settings.servicebus_connection_string is not None:
         secret = settings.servicebus_connection_string.get_secret_value()
-        return ServiceBusClient.from_connection_string(secret, **options), None
+        with _building(SERVICE_BUS):
+            return ServiceBusClient.from_connection_string(secret, **options), None
     if not settings.servicebus_namespace:
         raise AzureNotConfigured(f"set {_SERVICEBUS_NEEDS}")
     if credential is not None:
-        return ServiceBusClient(settings.servicebus_namespace, credential, **options), None
+        with _building(SERVICE_BUS):
+            return ServiceBusClient(settings.servicebus_namespace, credential, **options), None
     owned = default_credential()
-    return ServiceBusClient(settings.servicebus_namespace, owned, **options), owned
+    with _building(SERVICE_BUS):
+        return ServiceBusClient(settings.servicebus_namespace, owned, **options), owned
 
 
 def is_development_emulator(settings: Settings) -> bool:
@@ -134,7 +156,9 @@ def servicebus_admin(
     `options` go to azure-core (a test's `transport`)."""
     if settings.servicebus_connection_string is not None:
         secret = settings.servicebus_connection_string.get_secret_value()
-        return ServiceBusAdministrationClient.from_connection_string(secret, **options)
+        with _building(SERVICE_BUS):
+            return ServiceBusAdministrationClient.from_connection_string(secret, **options)
     if not settings.servicebus_namespace or credential is None:
         raise AzureNotConfigured("set EXPORT_WORKER_SERVICEBUS_NAMESPACE")
-    return ServiceBusAdministrationClient(settings.servicebus_namespace, credential, **options)
+    with _building(SERVICE_BUS):
+        return ServiceBusAdministrationClient(settings.servicebus_namespace, credential, **options)

@@ -38,7 +38,7 @@ import aiohttp
 from azure.core import exceptions as core_errors
 from azure.servicebus import exceptions as sb_errors
 
-from worker.ports import Conflict, LockLost, NotFound, TransientError
+from worker.ports import Conflict, LockLost, NotFound, TransientError, name_service
 
 T = TypeVar("T")
 
@@ -165,6 +165,7 @@ async def guarded(operation: Awaitable[T], timeout: float, service: str = "") ->
     except Exception as exc:
         mapped = port_error(exc)
         if mapped is exc:
+            name_service(exc, service)
             raise
         raise type(mapped)(_of(service, str(mapped))) from exc
 

@@ -18,7 +18,15 @@ and development roles: `worker/testing/seeding.py`.
 from worker.ports.backend import Backend
 from worker.ports.blobs import BlobInfo, Blobs, BlobUpload
 from worker.ports.calls import Effect, PortCall, UndeclaredPortCall, declared_calls, port_call
-from worker.ports.errors import Conflict, LockLost, NotFound, PortError, TransientError
+from worker.ports.errors import (
+    Conflict,
+    LockLost,
+    NotFound,
+    PortError,
+    TransientError,
+    name_service,
+    service_of,
+)
 from worker.ports.publisher import Publisher
 from worker.ports.queue import (
     FIRST_DELIVERY,
@@ -67,5 +75,7 @@ __all__ = [
     "UndeclaredPortCall",
     "checked_message_id",
     "declared_calls",
+    "name_service",
     "port_call",
+    "service_of",
 ]

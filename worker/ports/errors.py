@@ -4,6 +4,9 @@
 - `TransientError` for throttling, timeouts, 5xx and lost connections (retryable);
 - `Conflict` for an optimistic-concurrency loss (ETag mismatch, row already there);
 - `LockLost` when a message or session lock expired or was taken.
+
+An error that stays as it is (a malformed key, a refused credential) is named with the service
+it came from in an exception note (`name_service`), which the CLI's one line leads with.
 """
 
 from __future__ import annotations
@@ -27,3 +30,20 @@ class Conflict(PortError):
 
 class LockLost(PortError):
     """The message or session lock expired or was taken: another holder owns the work now."""
+
+
+_SERVICE_NOTE = "service: "
+
+
+def name_service(exc: BaseException, service: str) -> None:
+    """Note which service an error came from (once: the innermost call knows best)."""
+    if service and service_of(exc) is None:
+        exc.add_note(_SERVICE_NOTE + service)
+
+
+def service_of(exc: BaseException) -> str | None:
+    """The service `name_service` noted on the error, if any."""
+    for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(_SERVICE_NOTE):
+            return note.removeprefix(_SERVICE_NOTE)
+    return None
