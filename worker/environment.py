@@ -132,7 +132,7 @@ def number(
 
 
 def boolean(value: object) -> bool:
-    """true/false, yes/no, on/off, 1/0 (any case), or a bool."""
+    """true/false, yes/no, on/off, 1/0, t/f, y/n (any case), or a bool."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in _TRUE:
