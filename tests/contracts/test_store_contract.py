@@ -144,6 +144,19 @@ def test_history_returns_whole_documents_deleted_ones_too(store_factory: Any) ->
     run(body, store_factory)
 
 
+def test_history_holds_a_message_whose_seq_has_a_fraction(store_factory: Any) -> None:
+    # Cosmos DB's query compares numbers: a fractional seq is read (and the handler refuses
+    # it, schema_invalid); the local store once left it out, which ended the turn no_rows.
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        for seq in (1, 2, 4):
+            await store.put_message(message(cid, seq))
+        await store.put_message({**message(cid, 3), "id": f"{cid}-half", "seq": 2.5})
+        assert await collect(store, cid, 4) == [4, 2.5, 2, 1]
+
+    run(body, store_factory)
+
+
 def test_a_caller_may_stop_reading_history_early(store_factory: Any) -> None:
     async def body(store: ConversationStore) -> None:
         cid = new_id("conv")

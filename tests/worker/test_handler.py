@@ -185,6 +185,24 @@ def test_a_turn_id_that_cannot_be_a_blob_folder_is_schema_invalid_before_anythin
     run(tmp_path, fixture, body)
 
 
+def test_a_message_of_the_turn_with_a_fractional_seq_is_schema_invalid(tmp_path: Path) -> None:
+    # The local store once left such a message out of the history, so its results went
+    # unseen and the turn reached back or ended no_rows; Cosmos DB's query returns it.
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        with pytest.raises(PermanentError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "schema_invalid"
+        assert "'seq'" in str(caught.value)
+        assert await backend.ledger.list_turns("conv_headline_a") == []
+
+    fixture = headline()
+    turn = [m for m in fixture["messages"] if m["turn_id"] == "turn_headline_a1"]
+    tool = next(m for m in turn if m["role"] == "tool")
+    before = max(m["seq"] for m in turn if m["seq"] < tool["seq"])
+    tool["seq"] = before + 0.5
+    run(tmp_path, fixture, body)
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [

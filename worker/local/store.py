@@ -4,6 +4,7 @@ containers (conversations by id; messages and turn records by conversation, then
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -84,7 +85,8 @@ class LocalConversationStore:
         """Messages with seq <= max_seq, newest first, read a page at a time (keyset on seq).
 
         Every stored document is yielded, soft-deleted ones included: the handler filters.
-        Messages without an integer seq are never part of a history.
+        Messages without a numeric seq are never part of a history; as on Cosmos DB, whose
+        query compares numbers only, a fractional one is (and the handler refuses it).
         """
         after: tuple[int, str] | None = None
         while True:
@@ -116,7 +118,7 @@ class LocalConversationStore:
     async def put_message(self, document: Mapping[str, Any]) -> None:
         """Insert or replace a message."""
         key = (_required(document, "conversation_id"), _required(document, "id"))
-        seq, doc = _int_or_none(document.get("seq")), json.dumps(dict(document))
+        seq, doc = _number_or_none(document.get("seq")), json.dumps(dict(document))
         await self._db.write(
             lambda c: c.execute(
                 "INSERT INTO messages (conversation_id, id, seq, doc) VALUES (?, ?, ?, ?)"
@@ -275,8 +277,11 @@ def _required(document: Mapping[str, Any], key: str) -> str:
     return value
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _number_or_none(value: Any) -> int | float | None:
+    """A JSON number (never a bool, NaN or infinity) as SQLite can compare it, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if isinstance(value, int) or math.isfinite(value) else None
 
 
 def _load(doc: str) -> dict[str, Any]:
