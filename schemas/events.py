@@ -34,9 +34,21 @@ class TurnCompleted(Model, frozen=True, kw_only=True):
     """`turn.completed` v1: the chat service persisted a turn (unknown fields ignored)."""
 
     type: Literal["turn.completed"]
-    version: Literal[1]
+    version: Annotated[
+        Literal[1],
+        msgspec.Meta(
+            description="The number 1 written as an integer: JSON Schema also takes 1.0, "
+            "which the worker refuses."
+        ),
+    ]
     event_id: _Id
-    occurred_at: str
+    occurred_at: Annotated[
+        str,
+        msgspec.Meta(
+            description="RFC 3339; stamps the download file name (a value that does not parse "
+            "leaves the stamp to the worker's clock)."
+        ),
+    ]
     conversation_id: _PathId
     user_id: _Id
     turn_id: _PathId
@@ -47,7 +59,8 @@ class TurnCompleted(Model, frozen=True, kw_only=True):
         msgspec.Meta(
             description="Messages of history the window keeps, at most the worker's "
             "HISTORY_LIMIT_MAX (40 unless set); absent or null: its HISTORY_LIMIT_DEFAULT "
-            "(10 unless set)."
+            "(10 unless set). Written as an integer: the worker refuses 10.0, which JSON "
+            "Schema's integer type takes."
         ),
     ] = None
 

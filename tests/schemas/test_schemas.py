@@ -87,6 +87,8 @@ def test_history_limit_defaults_to_10_and_is_capped_at_40() -> None:
         ({"type": "turn.started"}, "type"),
         ({"version": 2}, "version"),
         ({"version": "1"}, "version"),
+        ({"version": 1.0}, "version"),
+        ({"history_limit": 10.0}, "history_limit"),
         ({"turn_id": 7}, "turn_id"),
         ({"conversation_id": None}, "conversation_id"),
         ({"history_limit": "10"}, "history_limit"),
