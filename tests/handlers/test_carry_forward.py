@@ -67,6 +67,17 @@ def reply(content: str | None, clarification: bool | None = None) -> AssistantMe
         "Which columns do you need, e.g. timestamp and value?",
         "Should each row be one sample at 0.5 s resolution?",
         "Raw samples vs. hourly averages?",
+        # Column and row questions put other ways (an outside audit's list).
+        "What should the columns be?",
+        "Do you want the timestamp column?",
+        "Do you need the unit column too?",
+        "Any particular columns you want?",
+        "Would you like the columns timestamp and value only, or also the unit?",
+        "Should rows be one per sample?",
+        "Should I put each sample on its own row?",
+        "Should each line be one sample?",
+        "How should I lay out the rows?",
+        "Quick question: columns?",
     ],
 )
 def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -> None:
@@ -92,6 +103,9 @@ def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -
         "480 readings from the north field. Should I include readings from the east field?",
         "Did you know the status field is deprecated?",
         "Which metrics would you like me to chart next?",
+        "Did you know the timestamp column is in UTC?",
+        "Do you want a chart of the voltage?",
+        "Any particular reason you need this?",
         # Questions about which data, not about the rows' shape or columns.
         "What time range should the CSV cover?",
         "Which instances should I include?",
