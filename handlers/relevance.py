@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain, islice
+from itertools import chain
 from typing import Any, Final
 
 from handlers.compaction import PLACEHOLDER, TRUNCATED
 
 MIN_WORD_CHARS: Final = 3
-# Bounds on what one group contributes: citations are compact, but arguments need not be.
+# Bounds on what one call's arguments or one citation contributes: citations are compact,
+# but arguments need not be.
 _MAX_STRINGS: Final = 2000
 _MAX_DEPTH: Final = 8
 # JSON's other values: nothing inside them.
@@ -161,21 +162,20 @@ def _texts(
     columns: Iterable[str],
     citation_results: Iterable[Any],
 ) -> Iterator[str]:
-    """The texts a group's words come from, in order, within the strings' bound."""
+    """The texts a group's words come from, in order, within the strings' bounds."""
     yield action
     yield from columns
-    # Every string value gathered so far, in order: the bound counts them all. Each argument
-    # set or result is walked whole before its texts are given (a scorer that stops early
-    # stops at the next one).
-    strings: list[str] = []
+    # Each argument set and each result is walked whole, within its own bound, before its
+    # texts are given (a scorer that stops early stops at the next one). A bound per value,
+    # not per group: one call's 2,000 ids must not hide the words of the citation after it.
     for argument_set in arguments:
-        start = len(strings)
+        strings: list[str] = []
         _strings(argument_set, 0, strings)
-        yield from islice(strings, start, None)
+        yield from strings
     for result in citation_results:
-        start = len(strings)
+        strings = []
         _strings(result, 0, strings)
-        for text in islice(strings, start, None):
+        for text in strings:
             # Each pattern holds a literal ("<", "[truncated "): a text without it is passed
             # by a check in C before the pattern runs.
             if text.startswith("<") and PLACEHOLDER.fullmatch(text):

@@ -376,26 +376,27 @@ def _oracle_texts(
 ) -> list[str]:
     """The texts of a group as the rules give them, one value at a time: the action, the
     columns, then the string values (not keys) of the arguments and of the citations, depth
-    first, at most `bound` of those in all and none deeper than 8 levels; a citation's
-    placeholder is dropped and its truncation marker removed."""
+    first, at most `bound` of those from each argument set and each citation and none deeper
+    than 8 levels; a citation's placeholder is dropped and its truncation marker removed."""
     strings: list[tuple[bool, str]] = []
 
-    def walk(value: Any, depth: int, cited: bool) -> None:
-        if len(strings) >= bound or depth > 8:
+    def walk(value: Any, depth: int, cited: bool, own: list[str]) -> None:
+        if len(own) >= bound or depth > 8:
             return
         if isinstance(value, str):
+            own.append(value)
             strings.append((cited, value))
         elif isinstance(value, dict):
             for item in value.values():
-                walk(item, depth + 1, cited)
+                walk(item, depth + 1, cited, own)
         elif isinstance(value, list | tuple):
             for item in value:
-                walk(item, depth + 1, cited)
+                walk(item, depth + 1, cited, own)
 
     for argument_set in arguments:
-        walk(argument_set, 0, False)
+        walk(argument_set, 0, False, [])
     for result in results:
-        walk(result, 0, True)
+        walk(result, 0, True, [])
     texts = [action, *columns]
     for cited, text in strings:
         if not cited:
@@ -452,3 +453,13 @@ def test_group_texts_are_the_string_values_depth_first_within_the_bound(
         patch.setattr(relevance, "_MAX_STRINGS", bound)
         texts = list(relevance._texts("act", arguments, ["col"], results))
     assert texts == _oracle_texts("act", arguments, ["col"], results, bound)
+
+
+def test_a_calls_many_arguments_leave_its_citation_words_read() -> None:
+    # One call's 2,000 ids used the group's whole bound, so "temperature" in its citation
+    # was never read and the named group lost to the newest.
+    subject = subject_words("export the temperature as csv")
+    ids = {"ids": [f"id{n}" for n in range(2_000)]}
+    cited = [{"sensor": "temperature", "value": 1}]
+    assert group_score(subject, "get_items", [ids], ["sensor", "value"], [cited]) == 1
+    assert group_score(subject, "get_items", [ids, {"kind": "temperature"}], [], []) == 1
