@@ -17,7 +17,7 @@ Every function here is deterministic: redelivery and replay reach the same answe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -346,23 +346,25 @@ def _dominant_first(
     return now, DeferredGroups(tuple(r for r in refs if r.action != largest), others)
 
 
-def _confine_paths(inp: TurnInput, messages: Sequence[Message]) -> None:
-    """Check the artifact path of every visible result (PermanentError not_authorized)."""
+def _confine(inp: TurnInput, paths: Iterable[str | None]) -> None:
+    """Check each artifact path: one outside the conversation's artifacts is never read
+    (PermanentError not_authorized)."""
     cid = inp.event.conversation_id
-    for message in visible(messages):
-        if isinstance(message, ToolMessage):
-            for result in message.results:
-                if result.artifact is not None:
-                    confine_artifact(result.artifact, inp.artifacts_container, cid)
+    for path in paths:
+        if path is not None:
+            confine_artifact(path, inp.artifacts_container, cid)
+
+
+def _confine_paths(inp: TurnInput, messages: Sequence[Message]) -> None:
+    """Check the artifact path of every visible result, whatever it says."""
+    tools = (m for m in visible(messages) if isinstance(m, ToolMessage))
+    _confine(inp, (result.artifact for tool in tools for result in tool.results))
 
 
 def _confined(inp: TurnInput, refs: Sequence[ResultRef]) -> tuple[ResultRef, ...]:
-    """The refs, each path checked: one outside the conversation's artifacts is never read
-    (PermanentError not_authorized)."""
-    cid = inp.event.conversation_id
-    for ref in refs:
-        assert ref.artifact is not None
-        confine_artifact(ref.artifact, inp.artifacts_container, cid)
+    """The refs, each path checked."""
+    assert all(ref.artifact is not None for ref in refs)
+    _confine(inp, (ref.artifact for ref in refs))
     return tuple(refs)
 
 

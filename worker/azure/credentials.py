@@ -58,9 +58,12 @@ def missing_settings(settings: Settings, *, servicebus: bool = True) -> list[str
 @contextlib.contextmanager
 def _building(service: str) -> Iterator[None]:
     """A client the SDK refuses to build (a malformed connection string or key) names its
-    service: with two connection strings set, the one line says which one to check."""
+    service: with two connection strings set, the one line says which one to check. Used as
+    a decorator of each builder; a missing setting already names its variable."""
     try:
         yield
+    except AzureNotConfigured:
+        raise
     except Exception as exc:
         name_service(exc, service)
         raise
@@ -71,23 +74,23 @@ def default_credential() -> AsyncTokenCredential:
     return DefaultAzureCredential()
 
 
+@_building(BLOB_STORAGE)
 def blob_service(
     settings: Settings, **options: Any
 ) -> tuple[BlobServiceClient, AsyncTokenCredential | None]:
     """A Blob service client and the token credential it owns (None with a connection string)."""
     if settings.blob_connection_string is not None:
         secret = settings.blob_connection_string.get_secret_value()
-        with _building(BLOB_STORAGE):
-            return BlobServiceClient.from_connection_string(secret, **options), None
+        return BlobServiceClient.from_connection_string(secret, **options), None
     if not settings.blob_account_url:
         raise AzureNotConfigured(f"set {_BLOB_NEEDS}")
     credential = default_credential()
-    with _building(BLOB_STORAGE):
-        return BlobServiceClient(settings.blob_account_url, credential=credential, **options), (
-            credential
-        )
+    return BlobServiceClient(
+        settings.blob_account_url, credential=credential, **options
+    ), credential
 
 
+@_building(COSMOS_DB)
 def cosmos_client(
     settings: Settings, **options: Any
 ) -> tuple[CosmosClient, AsyncTokenCredential | None]:
@@ -98,11 +101,9 @@ def cosmos_client(
         options["connection_verify"] = False  # emulators' self-signed certificates only
     if settings.cosmos_key is not None:
         key = settings.cosmos_key.get_secret_value()
-        with _building(COSMOS_DB):
-            return CosmosClient(settings.cosmos_endpoint, credential=key, **options), None
+        return CosmosClient(settings.cosmos_endpoint, credential=key, **options), None
     credential = default_credential()
-    with _building(COSMOS_DB):
-        return CosmosClient(settings.cosmos_endpoint, credential=credential, **options), credential
+    return CosmosClient(settings.cosmos_endpoint, credential=credential, **options), credential
 
 
 @cache
@@ -115,6 +116,7 @@ def servicebus_tls() -> ssl.SSLContext:
     return context
 
 
+@_building(SERVICE_BUS)
 def servicebus_client(
     settings: Settings, credential: AsyncTokenCredential | None = None, **options: Any
 ) -> tuple[ServiceBusClient, AsyncTokenCredential | None]:
@@ -123,16 +125,13 @@ def servicebus_client(
     options.setdefault("ssl_context", servicebus_tls())
     if settings.servicebus_connection_string is not None:
         secret = settings.servicebus_connection_string.get_secret_value()
-        with _building(SERVICE_BUS):
-            return ServiceBusClient.from_connection_string(secret, **options), None
+        return ServiceBusClient.from_connection_string(secret, **options), None
     if not settings.servicebus_namespace:
         raise AzureNotConfigured(f"set {_SERVICEBUS_NEEDS}")
     if credential is not None:
-        with _building(SERVICE_BUS):
-            return ServiceBusClient(settings.servicebus_namespace, credential, **options), None
+        return ServiceBusClient(settings.servicebus_namespace, credential, **options), None
     owned = default_credential()
-    with _building(SERVICE_BUS):
-        return ServiceBusClient(settings.servicebus_namespace, owned, **options), owned
+    return ServiceBusClient(settings.servicebus_namespace, owned, **options), owned
 
 
 def is_development_emulator(settings: Settings) -> bool:
@@ -149,6 +148,7 @@ def is_development_emulator(settings: Settings) -> bool:
     )
 
 
+@_building(SERVICE_BUS)
 def servicebus_admin(
     settings: Settings, credential: AsyncTokenCredential | None, **options: Any
 ) -> ServiceBusAdministrationClient:
@@ -156,9 +156,7 @@ def servicebus_admin(
     `options` go to azure-core (a test's `transport`)."""
     if settings.servicebus_connection_string is not None:
         secret = settings.servicebus_connection_string.get_secret_value()
-        with _building(SERVICE_BUS):
-            return ServiceBusAdministrationClient.from_connection_string(secret, **options)
+        return ServiceBusAdministrationClient.from_connection_string(secret, **options)
     if not settings.servicebus_namespace or credential is None:
         raise AzureNotConfigured("set EXPORT_WORKER_SERVICEBUS_NAMESPACE")
-    with _building(SERVICE_BUS):
-        return ServiceBusAdministrationClient(settings.servicebus_namespace, credential, **options)
+    return ServiceBusAdministrationClient(settings.servicebus_namespace, credential, **options)

@@ -88,11 +88,11 @@ class LocalConversationStore:
         Messages without a numeric seq are never part of a history; as on Cosmos DB, whose
         query compares numbers only, a fractional one is (and the handler refuses it).
         """
-        after: tuple[int, str] | None = None
+        after: tuple[int | float, str] | None = None
         while True:
 
             def read_page(
-                c: sqlite3.Connection, after: tuple[int, str] | None = after
+                c: sqlite3.Connection, after: tuple[int | float, str] | None = after
             ) -> list[sqlite3.Row]:
                 return _history_page(c, conversation_id, max_seq, after)
 
@@ -258,7 +258,7 @@ def _history_page(
     connection: sqlite3.Connection,
     conversation_id: str,
     max_seq: int,
-    after: tuple[int, str] | None,
+    after: tuple[int | float, str] | None,
 ) -> list[sqlite3.Row]:
     query = "SELECT seq, id, doc FROM messages WHERE conversation_id = ? AND seq <= ?"
     params: tuple[Any, ...] = (conversation_id, max_seq)
