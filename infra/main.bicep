@@ -54,9 +54,9 @@ param maxAttempts int = 5
 @minValue(2)
 param maxDeliveryCount int = 10
 
-@description('Seconds in-flight work gets after SIGTERM before it is abandoned (EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS).')
+@description('Seconds in-flight work gets after SIGTERM before it is abandoned (EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS). At most 480: the replica gets 120 s more, and Container Apps allows a termination grace period of 600 s at most.')
 @minValue(0)
-@maxValue(570)
+@maxValue(480)
 param shutdownGraceSeconds int = 30
 
 @description('Session workers per replica (EXPORT_WORKER_CONCURRENCY; the Functions trigger\'s maxConcurrentSessions): turns of different conversations handled at once.')

@@ -190,3 +190,16 @@ def test_the_log_level_parameter_allows_exactly_the_levels_the_setting_accepts()
         assert Settings(env_file=None, log_level=level).log_level == level
     with pytest.raises(ValueError):
         Settings(env_file=None, log_level="verbose")
+
+
+def test_the_termination_grace_period_stays_within_what_container_apps_allows() -> None:
+    # Container Apps takes a terminationGracePeriodSeconds of 600 at most: the largest
+    # shutdownGraceSeconds the template accepts must deploy.
+    text = BICEP.read_text(encoding="utf-8")
+    decorators = Template(text).parameters["shutdownGraceSeconds"]["decorators"]
+    (largest,) = [d["argument"] for d in decorators if d["type"] == "max_value"]
+    original = "param shutdownGraceSeconds int = 30"
+    assert text.count(original) == 1
+    text = text.replace(original, f"param shutdownGraceSeconds int = {largest}")
+    template = Template(text).resource("worker")["properties"]["template"]
+    assert template["terminationGracePeriodSeconds"] <= 600
