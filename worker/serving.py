@@ -97,7 +97,7 @@ def check_attempts(settings: Settings) -> None:
     send) work with any value, so a bad setting never locks out the tools that recover."""
     if settings.backend != "local":
         return  # the queue's maxDeliveryCount is the deployment's (infra/main.bicep)
-    from worker.local.queue import MAX_DELIVERY_COUNT
+    from worker.ports import MAX_DELIVERY_COUNT
 
     if settings.max_attempts > MAX_DELIVERY_COUNT:
         raise SettingsError(

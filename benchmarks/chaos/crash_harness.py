@@ -71,7 +71,7 @@ for folder in (ROOT, HERE):
 from chaos_turns import ExpectedTurn, Generated, generate  # noqa: E402
 from harness_stores import AzureStores, LocalStores, Stores, azure_stores, run_cli  # noqa: E402
 
-from worker.local.queue import MAX_DELIVERY_REASON as DELIVERY_COUNT_REASON  # noqa: E402
+from worker.ports import MAX_DELIVERY_REASON as DELIVERY_COUNT_REASON  # noqa: E402
 
 
 def crash_points_for(kills: int, turns: int) -> str:

@@ -5,6 +5,8 @@ line-by-line reading of it against azure-servicebus 7.15 found, each pinned here
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -287,5 +289,82 @@ def test_a_dead_letter_scan_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
             await queue.purge(ahead[0])
             await queue.purge(wanted)  # one ahead of it now
             assert [d.sequence_number for d in await queue.dead_letters()] == [ahead[1]]
+
+    on_broker(body, ManualClock())
+
+
+KILLED_HOLDER = """
+import asyncio, os, signal, sys
+from worker.azure.servicebus import AzureQueue
+from worker.settings import Settings
+
+async def main():
+    connection, name = sys.argv[1:]
+    queue = AzureQueue(
+        Settings(env_file=None, servicebus_connection_string=connection, queue_name=name)
+    )
+    session = await queue.accept_session(10.0)
+    message = await session.receive(10.0)
+    print(message.delivery_count, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # as an OOM kill: no close, the connection drops
+
+asyncio.run(main())
+"""
+
+
+def test_a_message_whose_holders_are_killed_is_dead_lettered_not_redelivered_for_ever() -> None:
+    # Service Bus does not count a delivery whose session closed unsettled, and a killed
+    # process's connection closes ("Message sessions", impact of delivery count; the broker
+    # releases such a delivery uncounted): the session's own count does.
+    async def killed_holder(broker: ServiceBusBroker) -> int:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            KILLED_HOLDER,
+            broker.connection_string,
+            QUEUE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await child.communicate()
+        assert child.returncode == -signal.SIGKILL
+        return int(out)
+
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker, max_deliveries=3) as queue:
+            await queue.send(b"poison", "conv-1")
+            await queue.send(b"next", "conv-1")
+            assert [await killed_holder(broker) for _ in range(3)] == [1, 2, 3]
+            session = await queue.accept_session(WAIT)
+            assert session is not None
+            following = await session.receive(WAIT)
+            assert following is not None and following.body == b"next"
+            await session.complete(following)
+            await session.close()
+            [dead] = await queue.dead_letters()
+            assert dead.reason == "MaxDeliveryCountExceeded"
+            assert dead.description.startswith("delivered 3 times")
+            assert await queue.is_drained()
+
+    on_broker(body, ManualClock())
+
+
+def test_a_session_holding_only_state_does_not_keep_the_queue_from_draining() -> None:
+    # A worker killed between a verdict and clearing its delivery count leaves the session's
+    # state behind, and the session browser lists a session that holds state.
+    from azure.servicebus.aio import ServiceBusClient
+
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            await queue.send(b"x", "conv-1")
+            async with (
+                ServiceBusClient.from_connection_string(broker.connection_string) as client,
+                client.get_queue_receiver(QUEUE, session_id="conv-1") as receiver,
+            ):
+                await receiver.session.set_state(b'{"seq":1,"began":1}')
+                [message] = await receiver.receive_messages(max_wait_time=WAIT)
+                assert not await queue.is_drained()  # held: in flight
+                await receiver.complete_message(message)
+            assert (await queue.stats()).queue_depth == 0
+            assert await queue.is_drained()
 
     on_broker(body, ManualClock())

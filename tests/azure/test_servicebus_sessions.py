@@ -6,6 +6,7 @@ the queue contract suite (tests/contracts/)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -52,8 +53,15 @@ class Receiver:
         self.answer_after: asyncio.Event | None = None
         self.closed = asyncio.Event()
         self.renewed: dict[int, asyncio.Event] = {}
+        # The session state, and the calls that read or write it (kept apart from `calls`,
+        # which the settlement tests compare whole).
+        self.state: bytes | None = None
+        self.state_calls: list[str] = []
         self.session = SimpleNamespace(
-            session_id="conv-1", renew_lock=self._renew_lock, get_state=self._get_state
+            session_id="conv-1",
+            renew_lock=self._renew_lock,
+            get_state=self._get_state,
+            set_state=self._set_state,
         )
 
     async def _do(self, name: str) -> None:
@@ -87,8 +95,17 @@ class Receiver:
     async def renewals(self, count: int) -> None:
         await self.renewed.setdefault(count, asyncio.Event()).wait()
 
-    async def _get_state(self, timeout: float) -> None:
-        await self._do("get_state")
+    async def _get_state(self, timeout: float) -> bytes | None:
+        self.state_calls.append("get_state")
+        if "get_state" in self.fail:
+            raise self.fail.pop("get_state")
+        return self.state
+
+    async def _set_state(self, state: bytes | None, timeout: float) -> None:
+        self.state_calls.append("set_state")
+        if "set_state" in self.fail:
+            raise self.fail.pop("set_state")
+        self.state = state
 
     async def close(self) -> None:
         self.calls.append("close")
@@ -284,6 +301,28 @@ def test_a_parked_session_keeps_its_lock_renewed() -> None:
     run(main())
 
 
+def test_a_parked_session_outlasts_a_failed_renewal_but_not_a_lost_lock() -> None:
+    # Renewals come every third of the lock duration: one that fails transiently leaves
+    # two more before the lock lapses, and the delay is kept (docs/contract/delivery.md).
+    async def main() -> None:
+        clock = Clock()
+        lot = ParkedSessions(renew_every=0.01, poll=0.001)
+        receiver = Receiver(b"a")
+        session = session_on(receiver, clock)
+        message = await session.receive(0)
+        assert message is not None
+        await session.abandon(message, 30.0)
+        receiver.fail["renew"] = sb.ServiceBusConnectionError(message="link detached")
+        lot.park(session)
+        await asyncio.wait_for(receiver.renewals(3), 5.0)
+        assert "abandon" not in receiver.calls and len(lot) == 1
+        receiver.fail["renew"] = sb.SessionLockLostError(message="lock lost")
+        await asyncio.wait_for(receiver.closed.wait(), 5.0)  # let go, though not yet due
+        await lot.close()
+
+    run(main())
+
+
 def test_a_receive_waits_for_a_parked_delivery_falling_due_within_its_wait() -> None:
     async def main() -> None:
         clock = Clock()
@@ -335,3 +374,115 @@ def test_a_settlement_with_an_unknown_outcome_gives_the_session_up() -> None:
             await session.receive(0)
 
     asyncio.run(main())
+
+
+# ---- the session's own delivery count -------------------------------------------------
+# Service Bus does not count a delivery whose session closed unsettled, and a killed
+# worker's connection closes ("Message sessions", impact of delivery count): the session
+# counts its deliveries in its state, or a message that kills every holder would come back
+# for ever (docs/contract/delivery.md).
+def count_of(receiver: Receiver) -> tuple[int, int] | None:
+    state = receiver.state
+    if state is None:
+        return None
+    decoded = json.loads(state)
+    return decoded["seq"], decoded["began"]
+
+
+def count_state(seq: int, began: int) -> bytes:
+    return json.dumps({"seq": seq, "began": began}).encode()
+
+
+def test_a_delivery_is_counted_in_the_session_state_before_it_is_handed_out() -> None:
+    async def main() -> None:
+        receiver = Receiver(b"turn-1", b"turn-2")
+        session = session_on(receiver)
+        first = await session.receive(0)
+        assert first is not None and first.delivery_count == FIRST_DELIVERY
+        assert count_of(receiver) == (1, 1)
+        assert receiver.state_calls == ["get_state", "set_state"]  # read once per session
+        await session.complete(first)
+        assert receiver.state is None  # a verdict: the state, which outlives messages, cleared
+        second = await session.receive(0)
+        assert second is not None and count_of(receiver) == (2, 1)
+        assert receiver.state_calls == ["get_state"] + ["set_state"] * 3
+        receiver.fail["set_state"] = sb.ServiceBusConnectionError(message="link detached")
+        await session.dead_letter(second, "handler_error", "boom")  # the verdict stands
+        assert count_of(receiver) == (2, 1)
+        await session.close()
+        assert receiver.state is None  # cleared on the way out instead
+
+    run(main())
+
+
+def test_deliveries_whose_holders_were_killed_count_toward_the_port_count() -> None:
+    async def main() -> None:
+        receiver = Receiver(b"turn-1")
+        receiver.state = count_state(1, 3)  # three holders began it and died unsettled
+        session = session_on(receiver)
+        message = await session.receive(0)
+        assert message is not None and message.delivery_count == 4
+        assert count_of(receiver) == (1, 4)
+        await session.abandon(message)  # Service Bus counts an abandon too: not twice here
+        again = await session.receive(0)
+        assert again is not None and again.delivery_count == 5
+
+    run(main())
+
+
+def test_a_message_begun_max_deliveries_times_is_dead_lettered_and_the_next_handed_out() -> None:
+    async def main() -> None:
+        receiver = Receiver(b"poison", b"turn-2")
+        receiver.state = count_state(1, 10)
+        session = session_on(receiver)
+        message = await session.receive(0)
+        assert message is not None and message.body == b"turn-2"
+        assert message.delivery_count == FIRST_DELIVERY
+        assert receiver.calls == ["receive", "dead_letter", "receive"]
+        assert count_of(receiver) == (2, 1)
+
+    run(main())
+
+
+def test_a_session_closed_with_its_delivery_unsettled_takes_the_count_back() -> None:
+    # As Service Bus releases it: the next holder gets it with the count it had.
+    async def main() -> None:
+        receiver = Receiver(b"turn-1")
+        receiver.state = count_state(1, 2)
+        session = session_on(receiver)
+        assert await session.receive(0) is not None
+        assert count_of(receiver) == (1, 3)
+        await session.close()
+        assert count_of(receiver) == (1, 2)
+        fresh = Receiver(b"turn-1")
+        first = session_on(fresh)
+        assert await first.receive(0) is not None
+        await first.close()
+        assert fresh.state is None
+
+    run(main())
+
+
+def test_a_session_state_not_ours_is_counted_from_one() -> None:
+    async def main() -> None:
+        receiver = Receiver(b"turn-1")
+        receiver.state = b"\xff not json"
+        message = await session_on(receiver).receive(0)
+        assert message is not None and message.delivery_count == FIRST_DELIVERY
+        assert count_of(receiver) == (1, 1)
+
+    run(main())
+
+
+def test_a_delivery_whose_count_was_not_written_is_not_handed_out() -> None:
+    async def main() -> None:
+        receiver = Receiver(b"turn-1")
+        receiver.fail["set_state"] = sb.ServiceBusConnectionError(message="link detached")
+        session = session_on(receiver)
+        with pytest.raises(TransientError):
+            await session.receive(0)
+        await session.close()  # the message goes to the next holder, unsettled, uncounted
+        assert receiver.calls == ["receive", "close"]
+        assert receiver.state is None
+
+    run(main())

@@ -60,7 +60,7 @@ def test_the_worker_refuses_more_attempts_than_the_local_queue_delivers(tmp_path
     # Past the queue's limit, it dead-letters first (MaxDeliveryCountExceeded) and the turn's
     # own reason is lost: refused before a message is taken.
     from worker.environment import SettingsError
-    from worker.local.queue import MAX_DELIVERY_COUNT
+    from worker.ports import MAX_DELIVERY_COUNT
     from worker.serving import check_attempts
 
     def checked(attempts: int, backend: str = "local") -> None:

@@ -136,7 +136,8 @@ def test_a_verdict_the_queue_always_refuses_counts_its_deliveries_until_dead_let
 ) -> None:
     """A settlement that fails is abandoned (counted), not released uncounted by the
     session's close: otherwise it came back for ever, ahead of its conversation's turns."""
-    from worker.local.queue import MAX_DELIVERY_COUNT, MAX_DELIVERY_REASON, LocalSession
+    from worker.local.queue import LocalSession
+    from worker.ports import MAX_DELIVERY_COUNT, MAX_DELIVERY_REASON
 
     async def refuse(self: LocalSession, message: QueueMessage, reason: str, text: str) -> None:
         raise RuntimeError("the queue refused the verdict")

@@ -86,7 +86,13 @@ class QueueCounts:
         counts = await self._runtime_counts()
         if counts is not None and counts > 0:
             return True
-        return bool(await self._session_ids(first_only=True))
+        for session_id in await self._session_ids():
+            # The browser also lists a session holding only state: a worker's delivery
+            # count (`sessions.py`) left by a worker killed between a verdict and clearing it.
+            peeked = await self._peek_session(session_id)
+            if peeked is None or peeked:  # held by a receiver, or holding messages
+                return True
+        return False
 
     async def active(self) -> ActiveMessages:
         """How many messages are queued, scheduled or locked (see the module docstring)."""
@@ -94,7 +100,7 @@ class QueueCounts:
         if counts is not None:
             return ActiveMessages(counts, None)
         total, oldest, complete = 0, None, True
-        for session_id in await self._session_ids(first_only=False):
+        for session_id in await self._session_ids():
             peeked = await self._peek_session(session_id)
             if peeked is None:  # held by another receiver: its message in flight
                 total, complete = total + 1, False
@@ -139,8 +145,9 @@ class QueueCounts:
         self._use_admin = False
         log.warning("servicebus_runtime_counts_unavailable", reason=why, fallback="amqp")
 
-    async def _session_ids(self, *, first_only: bool) -> list[str]:
-        """Sessions holding messages, from a session browser on a client of its own."""
+    async def _session_ids(self) -> list[str]:
+        """Sessions holding messages or state, from a session browser on a client of its
+        own."""
         client, _ = servicebus_client(self._settings, self._credential, try_timeout=self._timeout)
         timeout = self._timeout
         # The client holds its session browser by a weak reference only: the listing (which
@@ -152,8 +159,6 @@ class QueueCounts:
             found: list[str] = []
             async for session_id in sessions:
                 found.append(session_id)
-                if first_only:
-                    break
             return found
 
         try:

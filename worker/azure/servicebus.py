@@ -52,7 +52,12 @@ from worker.azure.sessions import (
     close_quietly,
 )
 from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, DeadlineExceeded, guarded
-from worker.ports import DeadLetteredMessage, QueueStats, checked_message_id
+from worker.ports import (
+    MAX_DELIVERY_COUNT,
+    DeadLetteredMessage,
+    QueueStats,
+    checked_message_id,
+)
 from worker.settings import Settings
 
 __all__ = ["AzurePublisher", "AzureQueue", "AzureSession", "decoded_properties"]
@@ -82,13 +87,17 @@ class AzureQueue:
         use_admin_counts: bool | None = None,
         admin_options: Mapping[str, Any] | None = None,
         clock: Clock = time.time,
+        max_deliveries: int | None = None,
     ) -> None:
         """`max_lock_renewal_seconds` (default: the setting) must exceed the longest time
         one message is handled; `max_sessions` (default: twice the worker's concurrency)
         bounds the sessions held at once, in workers' hands or parked (`sessions.py`);
         `use_admin_counts` (None: unless the connection string names
         a development emulator) lets `is_drained` and `stats` read the runtime counts, which
-        need Manage rights (`queue_counts.py`); `clock` measures delays and the renewal cap."""
+        need Manage rights (`queue_counts.py`); `clock` measures delays and the renewal cap;
+        `max_deliveries` (default: 10, or MAX_ATTEMPTS if higher, so that the worker's own
+        verdict comes first) is how many deliveries of a message may begin without a
+        verdict before the session dead-letters it (`sessions.py`)."""
         self._queue = settings.queue_name
         self._timeout = settings.sdk_timeout_seconds
         self._client, self._credential = servicebus_client(settings, try_timeout=self._timeout)
@@ -100,6 +109,7 @@ class AzureQueue:
             max_renewal=max_lock_renewal_seconds or settings.max_lock_renewal_seconds,
             max_abandon_delay=max_abandon_delay,
             clock=clock,
+            max_deliveries=max_deliveries or max(MAX_DELIVERY_COUNT, settings.max_attempts),
         )
         self._parked = ParkedSessions(renew_every=settings.lock_duration_seconds / 3)
         # One session in each worker's hands, and as many parked for a delayed abandon.

@@ -14,6 +14,17 @@ session at a time). Three rules come from how azure-servicebus 7.15 settles and 
   not renewed again (LockLost), so a turn stuck for good lets its message go; the runtime
   then cancels the turn. Accepting the session does not start that count.
 
+Service Bus does not count a delivery whose session is closed before it is settled, and a
+killed worker's connection closes with it ("Message sessions", impact of delivery count):
+a message that kills every holder (an OOM) would come back for ever. The session counts
+instead, in its own session state, before a delivery is handed out: `{"seq", "began"}`,
+the deliveries of its head message that began. The port's delivery count is that count
+(or the service's, if higher); a message that began `max_deliveries` times without a
+verdict is dead-lettered `MaxDeliveryCountExceeded`, as the local queue does. A verdict
+clears the count (Service Bus keeps a session's state for ever, and its session browser
+lists a session that holds one), and a session closed with its message unsettled takes
+the count back (the service's rule, kept).
+
 Service Bus has no delayed abandon, and a message cannot be kept from delivery for a while
 at the head of its session except by holding the session's lock. `abandon(message, delay)`
 parks the delivery instead: the session stays held (its lock renewed, its later messages
@@ -42,7 +53,13 @@ from azure.servicebus.aio import ServiceBusReceiver
 from worker.azure.messages import to_queue_message
 from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, DeadlineExceeded, guarded
 from worker.logs import get_logger
-from worker.ports import LockLost, PortError, QueueMessage
+from worker.ports import (
+    MAX_DELIVERY_COUNT,
+    MAX_DELIVERY_REASON,
+    LockLost,
+    PortError,
+    QueueMessage,
+)
 
 T = TypeVar("T")
 Clock = Callable[[], float]
@@ -72,6 +89,24 @@ class SessionLimits(msgspec.Struct, frozen=True):
     max_abandon_delay: float  # the longest delayed abandon honoured
     clock: Clock  # seconds; what delays and the renewal cap are measured on
     backstop: float = BACKSTOP_SECONDS  # our deadline past the SDK's bound
+    max_deliveries: int = MAX_DELIVERY_COUNT  # deliveries without a verdict, then dead-lettered
+
+
+class DeliveryCount(msgspec.Struct, frozen=True):
+    """A session's state: how many deliveries of message `seq` began."""
+
+    seq: int
+    began: int
+
+
+def _decoded_count(state: bytes | None) -> DeliveryCount | None:
+    """The count a session state holds; None for none, or for a state not ours."""
+    if not state:
+        return None
+    try:
+        return msgspec.json.decode(bytes(state), type=DeliveryCount)
+    except (msgspec.DecodeError, TypeError, ValueError):
+        return None
 
 
 class _Held(msgspec.Struct):
@@ -103,6 +138,10 @@ class AzureSession:
         # Our deadline cut a call short: the receiver may be mid-frame and is not used again.
         self._given_up = False
         self.session_id: str = receiver.session.session_id
+        # The session state as last read or written (read once, on the first receive).
+        self._count: DeliveryCount | None = None
+        self._count_read = False
+        self._count_settled = False  # the counted delivery reached a verdict
 
     async def receive(self, max_wait: float) -> QueueMessage | None:
         """The session's next message, peek-locked; None when none came in `max_wait`.
@@ -120,21 +159,68 @@ class AzureSession:
         if held is not None:
             await self.renew_lock()
             return None
-        timeout = self._limits.timeout
         wait = max(max_wait, MIN_WAIT_SECONDS)
+        while True:
+            received = await self._receive_one(wait)
+            if received is None:
+                return None
+            message = await self._counted(received)
+            if message is not None:
+                return message
+            wait = MIN_WAIT_SECONDS  # the message behind it, if already queued
+
+    async def _receive_one(self, wait: float) -> ServiceBusReceivedMessage | None:
         received: list[ServiceBusReceivedMessage] = await self._call(
             lambda: self._receiver.receive_messages(max_message_count=1, max_wait_time=wait),
-            wait + timeout,
+            wait + self._limits.timeout,
         )
-        if not received:
+        return received[0] if received else None
+
+    async def _counted(self, raw: ServiceBusReceivedMessage) -> QueueMessage | None:
+        """The delivery of `raw` counted in the session state, then held; None once a
+        message that began `max_deliveries` times is dead-lettered instead."""
+        message = to_queue_message(raw)
+        seq = message.sequence_number
+        if not self._count_read:
+            timeout = self._limits.timeout
+            state = await self._call(
+                lambda: self._receiver.session.get_state(timeout=timeout), timeout
+            )
+            self._count, self._count_read = _decoded_count(state), True
+        counted = self._count
+        began = counted.began if counted is not None and counted.seq == seq else 0
+        if began >= self._limits.max_deliveries:
+            self._held = _Held(message, raw, self._limits.clock())
+            await self.dead_letter(
+                message,
+                MAX_DELIVERY_REASON,
+                f"delivered {began} times, never completed or dead-lettered"
+                " (counted by the worker: its holders stopped before a verdict)",
+            )
+            log.warning(
+                "delivery_limit_dead_lettered",
+                session_id=self.session_id,
+                sequence_number=seq,
+                deliveries=began,
+            )
             return None
-        message = to_queue_message(received[0])
-        self._held = _Held(message, received[0], self._limits.clock())
+        began = max(began, message.delivery_count - 1) + 1
+        await self._write_count(DeliveryCount(seq, began))
+        message = msgspec.structs.replace(message, delivery_count=began)
+        self._held = _Held(message, raw, self._limits.clock())
         return message
+
+    async def _write_count(self, count: DeliveryCount | None) -> None:
+        """Set (or, with None, clear) the session state."""
+        timeout = self._limits.timeout
+        state = None if count is None else msgspec.json.encode(count)
+        await self._call(lambda: self._receiver.session.set_state(state, timeout=timeout), timeout)
+        self._count, self._count_settled = count, False
 
     async def complete(self, message: QueueMessage) -> None:
         """Remove the message: its work is done."""
         await self._settle(message, self._receiver.complete_message)
+        await self._settled(message)
 
     async def abandon(self, message: QueueMessage, delay: float = 0.0) -> None:
         """Release the message's lock now, or park it for `delay` seconds (bounded): the
@@ -154,6 +240,7 @@ class AzureSession:
             )
 
         await self._settle(message, move)
+        await self._settled(message)
 
     async def renew_lock(self) -> None:
         """Extend the session lock (which covers the session's messages); LockLost once the
@@ -194,12 +281,16 @@ class AzureSession:
         await self._renew()
 
     async def release(self) -> None:
-        """Abandon a parked delivery now, then close the receiver."""
+        """Abandon a parked delivery now, then close the receiver; before it, take back
+        the count of a delivery left unsettled, or clear the count of a settled one."""
         try:
             if self.parked:
                 assert self._held is not None
                 with contextlib.suppress(PortError):  # lost meanwhile: its lock lapses
                     await self._settle(self._held.message, self._receiver.abandon_message)
+            elif not self._given_up:
+                with contextlib.suppress(PortError):  # lost meanwhile: the count stays
+                    await self._tidy_count()
         finally:
             self._held = None
             if self._released is not None:  # counted before the close, which may be cut short
@@ -208,6 +299,30 @@ class AzureSession:
             await close_quietly(self._receiver, self._limits.timeout)
 
     # ---- internals -------------------------------------------------------------------
+    async def _settled(self, message: QueueMessage) -> None:
+        """The message reached a verdict: its count is cleared, now (the state outlives the
+        session's messages, and a session browser lists a session that holds one) or, if
+        that fails, when the session is released; the verdict stands either way."""
+        counted = self._count
+        if counted is None or counted.seq != message.sequence_number:
+            return
+        self._count_settled = True
+        with contextlib.suppress(PortError):
+            await self._write_count(None)
+
+    async def _tidy_count(self) -> None:
+        """As the session closes: a delivery held unsettled goes to the next holder
+        uncounted (as Service Bus releases it); a count whose delivery reached a verdict and
+        could not be cleared then is cleared now."""
+        counted, held = self._count, self._held
+        if counted is None:
+            return
+        if held is not None and held.message.sequence_number == counted.seq:
+            earlier = counted.began - 1
+            await self._write_count(DeliveryCount(counted.seq, earlier) if earlier else None)
+        elif self._count_settled:
+            await self._write_count(None)
+
     async def _due_within(self, max_wait: float) -> bool:
         """Wait (at most `max_wait` real seconds) for the parked delivery to fall due."""
         loop = asyncio.get_running_loop()
@@ -326,16 +441,26 @@ class ParkedSessions:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._closing.wait(), self._poll)
                 if loop.time() >= next_renewal and not self._closing.is_set():
-                    await session.renew_parked()
                     next_renewal = loop.time() + self._renew_every
+                    if not await self._renewed(session):
+                        return  # the lock is gone: the delay cannot be kept
+        finally:
+            await session.release()
+
+    @staticmethod
+    async def _renewed(session: AzureSession) -> bool:
+        """Renew a parked session's lock; a failure is logged, and only a lost lock (not
+        a transient failure: the lock outlasts two more renewals) ends the parking."""
+        try:
+            await session.renew_parked()
         except PortError as exc:
             log.warning(
                 "parked_session_renewal_failed",
                 session_id=session.session_id,
                 error=type(exc).__name__,
             )
-        finally:
-            await session.release()
+            return not isinstance(exc, LockLost)
+        return True
 
 
 async def close_quietly(closable: Any, timeout: float) -> None:

@@ -30,6 +30,8 @@ from typing import Any, TypeVar
 
 from worker.local.database import Database, rfc3339
 from worker.ports import (
+    MAX_DELIVERY_COUNT,
+    MAX_DELIVERY_REASON,
     DeadLetteredMessage,
     LockLost,
     NotFound,
@@ -43,12 +45,6 @@ T = TypeVar("T")
 
 # How often an empty accept/receive looks again while it may still wait.
 POLL_SECONDS = 0.05
-# As a Service Bus queue's `maxDeliveryCount` (infra/main.bicep: 10): a message whose
-# deliveries ended this many times without a verdict (abandoned, or its lock expired: a
-# killed worker, a lost lock) is dead-lettered by the queue itself, so nothing is
-# redelivered without end. The worker's own MAX_ATTEMPTS (5) acts before it on failures.
-MAX_DELIVERY_COUNT = 10
-MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queue_messages (

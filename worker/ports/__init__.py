@@ -30,6 +30,8 @@ from worker.ports.errors import (
 from worker.ports.publisher import Publisher
 from worker.ports.queue import (
     FIRST_DELIVERY,
+    MAX_DELIVERY_COUNT,
+    MAX_DELIVERY_REASON,
     MAX_MESSAGE_ID,
     Consumer,
     DeadLetteredMessage,
@@ -47,6 +49,8 @@ from worker.ports.stores import ConversationStore, Ledger
 
 __all__ = [
     "FIRST_DELIVERY",
+    "MAX_DELIVERY_COUNT",
+    "MAX_DELIVERY_REASON",
     "MAX_MESSAGE_ID",
     "Backend",
     "BlobInfo",

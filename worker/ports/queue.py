@@ -21,6 +21,12 @@ FIRST_DELIVERY = 1
 # The longest message id `Sender.send` takes (Service Bus's limit, kept by every adapter);
 # `worker/sending.py` derives a shorter one from a longer event id.
 MAX_MESSAGE_ID = 128
+# As a Service Bus queue's `maxDeliveryCount` (infra/main.bicep: 10): a message whose
+# deliveries ended this many times without a verdict (abandoned, its lock expired, or its
+# holder killed) is dead-lettered with this reason instead of being delivered again, so
+# nothing is redelivered without end. Every adapter keeps it (docs/contract/delivery.md).
+MAX_DELIVERY_COUNT = 10
+MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 
 
 class InvalidMessageId(ValueError):
