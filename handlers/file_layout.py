@@ -61,9 +61,9 @@ def _named(
         # Keys as retrieved: JSON and XML tell "amount" from "Amount" and can name "".
         return Layout(tuple(distinct_keys(names)), keys, count, sources, truncated)
     if fmt == "csv":
-        # As the file reads them (neutralised, CRLF line ends), before they are made unique:
-        # "=a" and "'=a" would otherwise both read "'=a".
-        names = [csv_cell(name) for name in names]
+        # Compared as the file reads them (neutralised, CRLF line ends): "=a" and "'=a"
+        # would otherwise both read "'=a", and "-1 2", made up beside "-1", needs the guard.
+        return Layout(tuple(unique_headers(names, csv_cell)), keys, count, sources, truncated)
     return Layout(tuple(unique_headers(names)), keys, count, sources, truncated)
 
 

@@ -16,9 +16,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 
-def unique_headers(columns: Sequence[str]) -> list[str]:
-    """Usable names: blank → 'Column N' (1-based), case-insensitive repeats get ' 2', ' 3', …"""
-    return _distinct(columns, str.casefold, keep_blank=False)
+def _same(name: str) -> str:
+    return name
+
+
+def unique_headers(columns: Sequence[str], shown: Callable[[str], str] | None = None) -> list[str]:
+    """Usable names: blank → 'Column N' (1-based), case-insensitive repeats get ' 2', ' 3', …
+
+    With `shown` (CSV's formula guard), names are compared, and returned, as the file shows
+    them: a blank is one before it is shown, and a made-up name is shown before it is
+    compared ("-1" is a number, "-1 2" needs the guard)."""
+    return _distinct(columns, str.casefold, keep_blank=False, shown=shown or _same)
 
 
 def distinct_keys(columns: Sequence[str]) -> list[str]:
@@ -27,12 +35,14 @@ def distinct_keys(columns: Sequence[str]) -> list[str]:
     return _distinct(columns, _same, keep_blank=True)
 
 
-def _same(name: str) -> str:
-    return name
-
-
-def _distinct(columns: Sequence[str], fold: Callable[[str], str], *, keep_blank: bool) -> list[str]:
-    reserved = {fold(name) for name in columns if name.strip()}
+def _distinct(
+    columns: Sequence[str],
+    fold: Callable[[str], str],
+    *,
+    keep_blank: bool,
+    shown: Callable[[str], str] = _same,
+) -> list[str]:
+    reserved = {fold(shown(name)) for name in columns if name.strip()}
     taken: set[str] = set()
     # Per base (folded), the last number tried: a base's numbers are taken in order, so the
     # next repeat starts there, not at " 2" again (n repeats cost n, not n²).
@@ -40,15 +50,15 @@ def _distinct(columns: Sequence[str], fold: Callable[[str], str], *, keep_blank:
     result = []
     for position, name in enumerate(columns, start=1):
         usable = keep_blank or bool(name.strip())
-        if usable and fold(name) not in taken:
-            candidate = name
+        if usable and fold(shown(name)) not in taken:
+            candidate = shown(name)
         else:
             base = name if name.strip() else f"Column {position}"
             n = last_tried.get(fold(base), 1)
-            candidate = base if n == 1 else f"{base} {n}"
+            candidate = shown(base if n == 1 else f"{base} {n}")
             while fold(candidate) in taken or fold(candidate) in reserved:
                 n += 1
-                candidate = f"{base} {n}"
+                candidate = shown(f"{base} {n}")
             last_tried[fold(base)] = n
         taken.add(fold(candidate))
         result.append(candidate)

@@ -70,6 +70,32 @@ def test_a_csv_header_is_unique_as_the_file_reads_it_and_the_record_names_it_so(
     assert next(csv.reader(io.StringIO(data, newline=""))) == list(shape.header)
 
 
+def csv_header_read_back(header: tuple[str, ...]) -> list[str]:
+    import csv
+    import io
+
+    from handlers.serialisers.csv_file import csv_chunks
+
+    data = b"".join(csv_chunks(header, [], bom=False)).decode("utf-8")
+    return next(csv.reader(io.StringIO(data, newline="")))
+
+
+def test_a_made_up_csv_header_is_guarded_before_it_is_compared() -> None:
+    # "-1" is a number and stays; the " 2" made up beside it is not, and is guarded: the
+    # guarded form must not meet a column that already reads so.
+    shape = layout("csv", None, selection(("-1e5", "-1E5", "'-1E5 2")))
+    assert shape.header == ("-1e5", "'-1E5 3", "'-1E5 2")
+    assert csv_header_read_back(shape.header) == list(shape.header)
+    assert layout("csv", None, selection(("-1", "-1"))).header == ("-1", "'-1 2")
+
+
+def test_a_blank_csv_header_is_blank_before_it_is_guarded_as_in_xlsx() -> None:
+    blank = ("\t", "\r\n", "\u00a0", " \t ", "x")
+    for fmt in ("csv", "xlsx"):
+        shape = layout(fmt, None, selection(blank))  # type: ignore[arg-type]
+        assert shape.header == ("Column 1", "Column 2", "Column 3", "Column 4", "x")
+
+
 def test_a_lone_surrogate_in_a_key_is_a_replacement_character_in_every_header() -> None:
     # The record and the event are UTF-8 JSON: such a name failed the announcement after the
     # file was written and the turn recorded published.
