@@ -63,7 +63,7 @@ param shutdownGraceSeconds int = 30
 @minValue(1)
 param concurrencyPerReplica int = 4
 
-@description('Seconds a session worker waits for the next message of its conversation before taking another (EXPORT_WORKER_SESSION_IDLE_SECONDS; the Functions trigger\'s sessionIdleTimeout). A decimal number as text: Bicep has no floats.')
+@description('Seconds a session worker waits for the first message of a session it accepted (EXPORT_WORKER_SESSION_IDLE_SECONDS; the Functions trigger\'s sessionIdleTimeout); after each message the session is released at once unless its next one is already queued. A decimal number as text: Bicep has no floats.')
 param sessionIdleSeconds string = '0.2'
 
 @description('Seconds a received message and its session stay locked without renewal: the queue\'s lockDuration and EXPORT_WORKER_LOCK_DURATION_SECONDS (the worker renews every third of it).')
@@ -71,7 +71,7 @@ param sessionIdleSeconds string = '0.2'
 @maxValue(300)
 param lockDurationSeconds int = 60
 
-@description('Seconds a session lock is renewed at most (EXPORT_WORKER_MAX_LOCK_RENEWAL_SECONDS; the Functions trigger\'s maxAutoLockRenewalDuration): longer than the longest export.')
+@description('Seconds one message\'s lock is renewed at most, from its delivery (EXPORT_WORKER_MAX_LOCK_RENEWAL_SECONDS; the Functions trigger\'s maxAutoLockRenewalDuration): longer than the longest export. The session lock is renewed for as long as the session is held.')
 @minValue(60)
 param maxLockRenewalSeconds int = 3600
 
