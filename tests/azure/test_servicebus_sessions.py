@@ -284,16 +284,20 @@ def test_parked_sessions_are_released_when_due_and_at_once_when_the_queue_closes
     run(main())
 
 
+async def parked_for_30_seconds(receiver: Receiver, lot: ParkedSessions) -> None:
+    """`receiver`'s first message abandoned with a 30 s delay, its session parked in `lot`."""
+    session = session_on(receiver, Clock())
+    message = await session.receive(0)
+    assert message is not None
+    await session.abandon(message, 30.0)
+    lot.park(session)
+
+
 def test_a_parked_session_keeps_its_lock_renewed() -> None:
     async def main() -> None:
-        clock = Clock()
         lot = ParkedSessions(renew_every=0.01, poll=0.001)
         receiver = Receiver(b"a")
-        session = session_on(receiver, clock)
-        message = await session.receive(0)
-        assert message is not None
-        await session.abandon(message, 30.0)
-        lot.park(session)
+        await parked_for_30_seconds(receiver, lot)
         await asyncio.wait_for(receiver.renewals(2), 5.0)
         assert "abandon" not in receiver.calls
         await lot.close()
@@ -305,15 +309,10 @@ def test_a_parked_session_outlasts_a_failed_renewal_but_not_a_lost_lock() -> Non
     # Renewals come every third of the lock duration: one that fails transiently leaves
     # two more before the lock lapses, and the delay is kept (docs/contract/delivery.md).
     async def main() -> None:
-        clock = Clock()
         lot = ParkedSessions(renew_every=0.01, poll=0.001)
         receiver = Receiver(b"a")
-        session = session_on(receiver, clock)
-        message = await session.receive(0)
-        assert message is not None
-        await session.abandon(message, 30.0)
         receiver.fail["renew"] = sb.ServiceBusConnectionError(message="link detached")
-        lot.park(session)
+        await parked_for_30_seconds(receiver, lot)
         await asyncio.wait_for(receiver.renewals(3), 5.0)
         assert "abandon" not in receiver.calls and len(lot) == 1
         receiver.fail["renew"] = sb.SessionLockLostError(message="lock lost")
