@@ -60,11 +60,10 @@ def _named(
     if fmt in ("json", "xml"):
         # Keys as retrieved: JSON and XML tell "amount" from "Amount" and can name "".
         return Layout(tuple(distinct_keys(names)), keys, count, sources, truncated)
-    if fmt == "csv":
-        # Compared as the file reads them (neutralised, CRLF line ends): "=a" and "'=a"
-        # would otherwise both read "'=a", and "-1 2", made up beside "-1", needs the guard.
-        return Layout(tuple(unique_headers(names, csv_cell)), keys, count, sources, truncated)
-    return Layout(tuple(unique_headers(names)), keys, count, sources, truncated)
+    # In CSV compared as the file reads them (neutralised, CRLF line ends): "=a" and "'=a"
+    # would otherwise both read "'=a", and "-1 2", made up beside "-1", needs the guard.
+    shown = csv_cell if fmt == "csv" else None
+    return Layout(tuple(unique_headers(names, shown)), keys, count, sources, truncated)
 
 
 def table_cells(table: Table, shape: Layout) -> Iterator[list[Any]]:

@@ -42,16 +42,17 @@ def _distinct(
     keep_blank: bool,
     shown: Callable[[str], str] = _same,
 ) -> list[str]:
-    reserved = {fold(shown(name)) for name in columns if name.strip()}
+    shown_names = [shown(name) for name in columns]
+    reserved = {fold(seen) for name, seen in zip(columns, shown_names, strict=True) if name.strip()}
     taken: set[str] = set()
     # Per base (folded), the last number tried: a base's numbers are taken in order, so the
     # next repeat starts there, not at " 2" again (n repeats cost n, not n²).
     last_tried: dict[str, int] = {}
     result = []
-    for position, name in enumerate(columns, start=1):
+    for position, (name, seen) in enumerate(zip(columns, shown_names, strict=True), start=1):
         usable = keep_blank or bool(name.strip())
-        if usable and fold(shown(name)) not in taken:
-            candidate = shown(name)
+        if usable and fold(seen) not in taken:
+            candidate = seen
         else:
             base = name if name.strip() else f"Column {position}"
             n = last_tried.get(fold(base), 1)

@@ -89,7 +89,7 @@ class QueueCounts:
         for session_id in await self._session_ids():
             # The browser also lists a session holding only state: a worker's delivery
             # count (`sessions.py`) left by a worker killed between a verdict and clearing it.
-            peeked = await self._peek_session(session_id)
+            peeked = await self._peek_session(session_id, whole=False)
             if peeked is None or peeked:  # held by a receiver, or holding messages
                 return True
         return False
@@ -166,8 +166,11 @@ class QueueCounts:
         finally:
             await close_quietly(client, timeout)
 
-    async def _peek_session(self, session_id: str) -> list[ServiceBusReceivedMessage] | None:
-        """Every message of one session, peeked; None when another receiver holds it."""
+    async def _peek_session(
+        self, session_id: str, *, whole: bool = True
+    ) -> list[ServiceBusReceivedMessage] | None:
+        """Every message of one session, peeked (`whole` False: its first page only, enough
+        to tell whether it holds any); None when another receiver holds it."""
         receiver = self._sessions_client.get_queue_receiver(
             self._queue, session_id=session_id, max_wait_time=MIN_WAIT_SECONDS
         )
@@ -178,12 +181,12 @@ class QueueCounts:
                 if isinstance(exc.__cause__, SessionCannotBeLockedError):
                     return None
                 raise
-            return await self._pages(receiver.peek_messages)
+            return await self._pages(receiver.peek_messages, whole=whole)
         finally:
             await close_quietly(receiver, self._timeout)
 
     async def _pages(
-        self, peek: Callable[..., Awaitable[list[ServiceBusReceivedMessage]]]
+        self, peek: Callable[..., Awaitable[list[ServiceBusReceivedMessage]]], *, whole: bool
     ) -> list[ServiceBusReceivedMessage]:
         found: list[ServiceBusReceivedMessage] = []
         start = 1
@@ -196,4 +199,6 @@ class QueueCounts:
             if not page:
                 return found
             found.extend(page)
+            if not whole:
+                return found
             start = (page[-1].sequence_number or start) + 1
