@@ -18,7 +18,7 @@ from handlers.rows import Row
 from handlers.selection import Selection
 from handlers.serialisers import Cells, ColumnBlock, without_surrogates
 from handlers.serialisers.csv_file import PlainCsvBatch, csv_cell
-from handlers.serialisers.headers import distinct_keys, unique_headers
+from handlers.serialisers.headers import Shown, distinct_keys, unique_headers, xlsx_header
 from handlers.tables import Table
 from schemas.vocabulary import ExportFormat
 
@@ -60,10 +60,15 @@ def _named(
     if fmt in ("json", "xml"):
         # Keys as retrieved: JSON and XML tell "amount" from "Amount" and can name "".
         return Layout(tuple(distinct_keys(names)), keys, count, sources, truncated)
-    # In CSV compared as the file reads them (neutralised, CRLF line ends): "=a" and "'=a"
-    # would otherwise both read "'=a", and "-1 2", made up beside "-1", needs the guard.
-    shown = csv_cell if fmt == "csv" else None
+    # Compared as the file reads them. In CSV neutralised, CRLF line ends: "=a" and "'=a"
+    # would otherwise both read "'=a", and "-1 2", made up beside "-1", needs the guard. In
+    # XLSX cut to a cell's limit: two long names alike in their first 32,767 units differ.
+    shown: Shown = _csv_header if fmt == "csv" else xlsx_header
     return Layout(tuple(unique_headers(names, shown)), keys, count, sources, truncated)
+
+
+def _csv_header(base: str, suffix: str) -> str:
+    return csv_cell(base + suffix)
 
 
 def table_cells(table: Table, shape: Layout) -> Iterator[list[Any]]:

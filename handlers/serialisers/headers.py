@@ -9,24 +9,62 @@ The user's own names win: the first occurrence of a name is always kept, and eve
 made up here (`Column N` for a blank, `name 2` for a repeat) skips any name that appears
 anywhere in the input, so no made-up name can push a real one aside. Case is compared
 with `str.casefold`, the Unicode caseless match.
+
+A format that changes a name as it writes it (CSV's formula guard, XLSX's cell limit) passes
+that as `shown`: names are compared as the file shows them, and a made-up suffix is given
+to `shown` apart from its base, so a format that cuts a name can keep the suffix whole.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Final
+
+XLSX_CELL_UNITS: Final = 32_767  # UTF-16 units an XLSX cell holds
+
+
+# How a file shows a name: (base, made-up suffix, "" for none) → the name as written.
+Shown = Callable[[str, str], str]
+
+
+def _joined(base: str, suffix: str) -> str:
+    return base + suffix
 
 
 def _same(name: str) -> str:
     return name
 
 
-def unique_headers(columns: Sequence[str], shown: Callable[[str], str] | None = None) -> list[str]:
+def unique_headers(columns: Sequence[str], shown: Shown | None = None) -> list[str]:
     """Usable names: blank → 'Column N' (1-based), case-insensitive repeats get ' 2', ' 3', …
 
-    With `shown` (CSV's formula guard), names are compared, and returned, as the file shows
-    them: a blank is one before it is shown, and a made-up name is shown before it is
-    compared ("-1" is a number, "-1 2" needs the guard)."""
-    return _distinct(columns, str.casefold, keep_blank=False, shown=shown or _same)
+    With `shown` (CSV's formula guard, XLSX's cell limit), names are compared, and returned,
+    as the file shows them: a blank is one before it is shown, and a made-up name is shown
+    before it is compared ("-1" is a number, "-1 2" needs the guard)."""
+    return _distinct(columns, str.casefold, keep_blank=False, shown=shown or _joined)
+
+
+def xlsx_header(base: str, suffix: str) -> str:
+    """A header name as a sheet shows it: cut to a cell's limit, and a made-up suffix (" 2")
+    kept whole by cutting the base further, so names unique before the cut stay so."""
+    room = XLSX_CELL_UNITS - len(suffix)  # a suffix is ASCII: one unit a character
+    if len(base) > room // 2 and utf16_units(base) > room:
+        base = utf16_prefix(base, room)
+    return base + suffix
+
+
+def utf16_units(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def utf16_prefix(text: str, units: int) -> str:
+    """The longest prefix of at most `units` UTF-16 units, no character split."""
+    length = 0
+    for index, char in enumerate(text):
+        length += 2 if ord(char) > 0xFFFF else 1
+        if length > units:
+            return text[:index]
+    return text
 
 
 def distinct_keys(columns: Sequence[str]) -> list[str]:
@@ -40,9 +78,9 @@ def _distinct(
     fold: Callable[[str], str],
     *,
     keep_blank: bool,
-    shown: Callable[[str], str] = _same,
+    shown: Shown = _joined,
 ) -> list[str]:
-    shown_names = [shown(name) for name in columns]
+    shown_names = [shown(name, "") for name in columns]
     reserved = {fold(seen) for name, seen in zip(columns, shown_names, strict=True) if name.strip()}
     taken: set[str] = set()
     # Per base (folded), the last number tried: a base's numbers are taken in order, so the
@@ -56,10 +94,10 @@ def _distinct(
         else:
             base = name if name.strip() else f"Column {position}"
             n = last_tried.get(fold(base), 1)
-            candidate = shown(base if n == 1 else f"{base} {n}")
+            candidate = shown(base, "" if n == 1 else f" {n}")
             while fold(candidate) in taken or fold(candidate) in reserved:
                 n += 1
-                candidate = shown(f"{base} {n}")
+                candidate = shown(base, f" {n}")
             last_tried[fold(base)] = n
         taken.add(fold(candidate))
         result.append(candidate)

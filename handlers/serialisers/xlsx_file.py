@@ -41,13 +41,14 @@ from typing import Any, BinaryIO, Final
 
 from handlers.serialisers import Cells, ColumnBlock, aligned, each_row, without_surrogates
 from handlers.serialisers.csv_file import cell_text
+from handlers.serialisers.headers import XLSX_CELL_UNITS, utf16_prefix, utf16_units
 
 MAX_XLSX_DATA_ROWS: Final = 1_048_575
 MAX_XLSX_COLUMNS: Final = 16_384
 SHEET_NAME: Final = "Export"
 _MAX_EXACT_INT: Final = 2**53
 _MAX_SHEET_NUMBER: Final = 9.99999999999999e307
-_MAX_CELL_UNITS: Final = 32_767  # UTF-16 units a cell holds
+_MAX_CELL_UNITS: Final = XLSX_CELL_UNITS
 _OPTIONS: Final = {
     "constant_memory": True,
     # Text is data: never let xlsxwriter turn "=1+1", "http://…" or "007" into something else.
@@ -238,8 +239,8 @@ def _string_cell(attributes: str, value: str) -> str:
     the cell's limit, control characters in OOXML's escape (and an escape-shaped run
     escaped in turn), white space at either end kept, `&`, `<` and `>` escaped."""
     text = _text(value)
-    if len(text) > _MAX_CELL_UNITS // 2 and _utf16_units(text) > _MAX_CELL_UNITS:
-        text = _utf16_prefix(text, _MAX_CELL_UNITS)
+    if len(text) > _MAX_CELL_UNITS // 2 and utf16_units(text) > _MAX_CELL_UNITS:
+        text = utf16_prefix(text, _MAX_CELL_UNITS)
     text = _ESCAPE_SHAPED.sub(r"_x005F\1", text)
     text = _CONTROL.sub(lambda match: f"_x{ord(match.group(1)):04X}_", text)
     text = text.replace("\ufffe", "_xFFFE_").replace("\uffff", "_xFFFF_")
@@ -247,20 +248,6 @@ def _string_cell(attributes: str, value: str) -> str:
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     space = ' xml:space="preserve"' if keep else ""
     return f'<c {attributes} t="inlineStr"><is><t{space}>{text}</t></is></c>'
-
-
-def _utf16_units(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _utf16_prefix(text: str, units: int) -> str:
-    """The longest prefix of at most `units` UTF-16 units, no character split."""
-    length = 0
-    for index, char in enumerate(text):
-        length += 2 if ord(char) > 0xFFFF else 1
-        if length > units:
-            return text[:index]
-    return text
 
 
 def _write_cell(sheet: Any, row: int, col: int, value: Any) -> None:

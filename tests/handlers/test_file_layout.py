@@ -105,3 +105,25 @@ def test_a_lone_surrogate_in_a_key_is_a_replacement_character_in_every_header() 
         shape = layout(fmt, None, selection(("id", "unit\ud800")))  # type: ignore[arg-type]
         assert shape.header == ("id", "unit\ufffd") and shape.keys == ("id", "unit\ud800")
         msgspec.json.encode(list(shape.header))
+
+
+def test_long_xlsx_headers_alike_within_a_cell_are_told_apart_in_the_sheet() -> None:
+    # A cell holds 32,767 UTF-16 units: names alike up to there would read alike in the sheet.
+    # The made-up " 2" is kept whole by cutting its base; the record names what the sheet holds.
+    import io
+
+    import openpyxl
+
+    from handlers.serialisers.xlsx_file import write_xlsx
+
+    long = "a" * 32_767
+    emoji = "\U0001f600" * 16_384  # two units each: 32,768 units, one too many
+    shape = layout("xlsx", None, selection((long + "x", long.upper() + "y", emoji, emoji + "z")))
+    assert shape.header == (long, long.upper()[:-2] + " 2", emoji[:-1], emoji[:-2] + " 2")
+    assert shape.keys == (long + "x", long.upper() + "y", emoji, emoji + "z")
+    sink = io.BytesIO()
+    write_xlsx(shape.header, [], sink)
+    sheet = openpyxl.load_workbook(sink).active
+    assert [cell.value for cell in sheet[1]] == list(shape.header)
+    names = (long + "x", long + "y")
+    assert layout("csv", None, selection(names)).header == names  # a CSV field has no limit
