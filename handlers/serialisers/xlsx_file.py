@@ -31,7 +31,9 @@ falls back to xlsxwriter's cell writes.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -97,6 +99,7 @@ def write_xlsx(
     )
     workbook.set_properties({"created": created})
     # Always close: in constant-memory mode the rows sit in a temp file only close removes.
+    sheet = None
     try:
         sheet = workbook.add_worksheet(SHEET_NAME)
         bold = workbook.add_format({"bold": True})
@@ -106,7 +109,22 @@ def write_xlsx(
         else:
             _write_cells(sheet, columns, rows, bold)
     finally:
-        workbook.close()
+        try:
+            workbook.close()
+        finally:
+            _remove_row_file(sheet)
+
+
+def _remove_row_file(sheet: Any) -> None:
+    """Close removes a sheet's row file only when the sheet holds a cell: a sheet with no
+    columns, or one whose rows raised before any was counted, would leave it behind."""
+    row_file = getattr(sheet, "row_data_fh", None)
+    if row_file is not None:
+        row_file.close()
+    name = getattr(sheet, "row_data_filename", None)
+    if name:
+        with contextlib.suppress(FileNotFoundError):  # close removed it: the sheet held a cell
+            os.unlink(name)
 
 
 def _write_cells(sheet: Any, columns: Sequence[str], rows: Iterable[Cells], bold: Any) -> None:

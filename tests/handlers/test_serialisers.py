@@ -502,3 +502,15 @@ def test_xlsx_holds_no_clock_reading_so_redelivery_writes_the_same_bytes() -> No
     again = io.BytesIO()
     write_xlsx(["a", "b"], [[1, "x"], [2, "=1+1"]], again)
     assert again.getvalue() == sink.getvalue()
+
+
+def test_xlsx_leaves_no_row_file_behind_when_the_sheet_is_empty_or_fails(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # xlsxwriter removes a constant-memory sheet's row file only when the sheet holds a cell.
+    monkeypatch.setattr(xlsx_file, "MAX_XLSX_DATA_ROWS", 1)
+    write_xlsx([], [], io.BytesIO(), tmpdir=str(tmp_path))
+    with pytest.raises(ValueError):
+        write_xlsx(["a"], [[1], [2]], io.BytesIO(), tmpdir=str(tmp_path))
+    write_xlsx(["a"], [[1]], io.BytesIO(), tmpdir=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []

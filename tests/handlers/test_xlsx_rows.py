@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import openpyxl
@@ -154,10 +155,13 @@ def test_a_sparse_block_is_never_widened_for_the_sheet() -> None:
     assert all(block._columns is None for block in blocks)
 
 
-def test_the_installed_xlsxwriter_keeps_the_row_file_this_writer_writes_into() -> None:
+def test_the_installed_xlsxwriter_keeps_the_row_file_this_writer_writes_into(
+    tmp_path: Path,
+) -> None:
     # The fast rows are used on the version the project pins; a worksheet without a row
-    # file (or another layout) falls back to xlsxwriter's cell writes.
-    book = xlsxwriter.Workbook(io.BytesIO(), {"constant_memory": True})
+    # file (or another layout) falls back to xlsxwriter's cell writes. (The empty sheet's row
+    # file stays behind after close: it goes with tmp_path.)
+    book = xlsxwriter.Workbook(io.BytesIO(), {"constant_memory": True, "tmpdir": str(tmp_path)})
     try:
         assert xlsx_file._SheetRows.fits(book.add_worksheet("Export"))
     finally:
