@@ -18,21 +18,26 @@ from worker.settings import Settings
 
 
 async def open_backend(
-    settings: Settings, *, inject: Callable[[Backend], Backend] | None = None
+    settings: Settings,
+    *,
+    inject: Callable[[Backend], Backend] | None = None,
+    probe: bool = True,
 ) -> Backend:
-    """The adapters the settings name, opened, as the worker's ports."""
-    backend = await open_adapters(settings)
+    """The adapters the settings name, opened, as the worker's ports; `probe`: whether
+    the stores are reached now (see `open_adapters`)."""
+    backend = await open_adapters(settings, probe=probe)
     if inject is not None:
         backend = inject(backend)
     return with_call_retries(backend, RetryPolicy.from_settings(settings))
 
 
-async def open_adapters(settings: Settings) -> Backend:
-    """The adapters the settings name, opened and unwrapped."""
+async def open_adapters(settings: Settings, *, probe: bool = True) -> Backend:
+    """The adapters the settings name, opened and unwrapped. With `probe`, Azure's stores
+    are reached at once (bad settings fail here); without, only when a call needs them."""
     if settings.backend == "azure":
         from worker.azure.backend import open_azure_backend
 
-        return await open_azure_backend(settings)
+        return await open_azure_backend(settings, probe=probe)
     from worker.local.backend import open_local_backend
 
     return open_local_backend(settings.home, lock_duration=settings.lock_duration_seconds)

@@ -24,13 +24,16 @@ class Failure(Exception):
     """A failure to report in one line with exit code 1."""
 
 
-def with_backend(work: Callable[[Backend, Settings], Awaitable[T]]) -> T:
-    """Run `work` on the configured backend (faults injected only when a harness asks)."""
+def with_backend(work: Callable[[Backend, Settings], Awaitable[T]], *, probe: bool = True) -> T:
+    """Run `work` on the configured backend (faults injected only when a harness asks).
+
+    `probe=False` for work that calls the queue only (the dead-letter commands): no store
+    is reached, so it runs while Cosmos DB or Blob Storage is down."""
     settings = Settings()
     inject = HarnessSettings().fault_injection()  # None unless a harness asks for faults
 
     async def main() -> T:
-        backend = await open_backend(settings, inject=inject)
+        backend = await open_backend(settings, inject=inject, probe=probe)
         try:
             return await work(backend, settings)
         finally:

@@ -32,7 +32,7 @@ def dlq_list(reason: str | None, as_json: bool) -> None:
         return await backend.queue.dead_letters(reason)
 
     show(
-        [d.summary() for d in with_backend(work)],
+        [d.summary() for d in with_backend(work, probe=False)],
         as_json,
         lambda d: (
             f"{d['sequence_number']}  {d['reason']}  {d['session_id'] or '-'}  {d['description']}"
@@ -51,7 +51,7 @@ def dlq_show(sequence_number: int) -> None:
         except NotFound:
             raise Failure(f"no dead-lettered message {sequence_number}") from None
 
-    entry = with_backend(work)
+    entry = with_backend(work, probe=False)
     shown = entry.summary()
     shown["properties"] = dict(entry.properties)
     shown["body"] = entry.body.decode("utf-8", "replace")
@@ -114,7 +114,7 @@ def dlq_replay(
                 progress.update(1)
         return len(chosen)
 
-    count = with_backend(work)
+    count = with_backend(work, probe=False)
     click.echo(f"{'would replay' if dry_run else 'replayed'} {count} message(s)", err=True)
 
 
@@ -135,4 +135,4 @@ def dlq_purge(sequence_numbers: tuple[int, ...], take_all: bool, yes: bool) -> N
             await backend.queue.purge(d.sequence_number)
         return len(chosen)
 
-    click.echo(f"purged {with_backend(work)} message(s)", err=True)
+    click.echo(f"purged {with_backend(work, probe=False)} message(s)", err=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import select
 import signal
 import sys
@@ -95,6 +96,44 @@ def test_dlq_list_show_replay_and_purge_work_on_service_bus(
     cli.run("dlq", "purge", "--all", "--yes")
     assert cli.json("dlq", "list") == []
     assert env.active_messages() == 0
+
+
+def test_the_dead_letter_commands_work_while_cosmos_and_blob_storage_are_down(
+    env: AzureEnvironment, tmp_path: Path
+) -> None:
+    # An outage of a store fills the queue with dead letters: the commands to triage them
+    # need Service Bus only.
+    cli = cli_on(env, tmp_path / "home")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"events": ["this is not json"]}))
+    cli.run("dev", "seed", str(bad))
+    cli.run("run", "--drain")
+    closed = closed_port()
+    down = cli_on(
+        env,
+        tmp_path / "home",
+        EXPORT_WORKER_COSMOS_ENDPOINT=f"https://127.0.0.1:{closed}/",
+        EXPORT_WORKER_BLOB_CONNECTION_STRING=re.sub(
+            "BlobEndpoint=http://[^/]+/",
+            f"BlobEndpoint=http://127.0.0.1:{closed}/",
+            env.values["EXPORT_WORKER_BLOB_CONNECTION_STRING"],
+        ),
+        EXPORT_WORKER_CALL_ATTEMPTS="1",
+    )
+    [dead] = down.json("dlq", "list")
+    assert dead["reason"] == "schema_invalid"
+    assert json.loads(down.run("dlq", "show", str(dead["sequence_number"])).stdout)["body"]
+    down.run("dlq", "purge", "--all", "--yes")
+    assert down.json("dlq", "list") == []
+
+
+def closed_port() -> int:
+    """A local port nothing listens on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def write(path: Path, value: Any) -> Path:

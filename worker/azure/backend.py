@@ -18,11 +18,14 @@ async def open_azure_backend(
     *,
     queue: Queue | None = None,
     publisher: Publisher | None = None,
+    probe: bool = True,
 ) -> Backend:
     """Every port on Azure; `queue` / `publisher` replace the Service Bus ones (a test's).
 
-    The store and the ledger share one Cosmos client, opened here so that resources are
-    created (when `cosmos_create_resources`) and bad settings fail before any message.
+    The store and the ledger share one Cosmos client. With `probe` it is opened here, so
+    that resources are created (when `cosmos_create_resources`) and bad settings fail
+    before any message; without, nothing reaches Cosmos DB until a call needs it (the
+    dead-letter commands, which must work while Cosmos DB is down, make none).
     """
     missing = missing_settings(settings, servicebus=queue is None or publisher is None)
     if missing:  # all of them, before a credential or a connection is tried
@@ -32,7 +35,8 @@ async def open_azure_backend(
     ledger = AzureLedger(settings, account=account)
     opened: list[Any] = [store, ledger]
     try:
-        await account.container(settings.turns_container)
+        if probe:
+            await account.container(settings.turns_container)
         blobs = AzureBlobs(settings)
         opened.append(blobs)
         if queue is None:
