@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # the record's struct is imported by the turns that build one
     from schemas.records import TurnRecord
 
 ACCEPT_WAIT_SECONDS = 1.0
+# A failed accept (Service Bus unreachable) is tried again after 1 s, then 2, 4, … up to
+# this: an outage costs a session worker a log line a minute, not one a second, and the
+# worker is back within this long of Service Bus.
+ACCEPT_RETRY_MAX_SECONDS = 60.0
 # While draining, how long a worker that found no session pauses before it looks again
 # (something is still in flight, locked or scheduled for later).
 DRAIN_POLL_SECONDS = 0.05
@@ -118,6 +122,7 @@ class Runtime:
         # wait at all: what is queued is already there.
         accept_wait = 0.0 if drain else ACCEPT_WAIT_SECONDS
         idle = True
+        failed_accepts = 0
         while not self._stopping.is_set():
             if drain and idle and self._in_flight == 0 and await self._drained():
                 self.stop()
@@ -126,9 +131,17 @@ class Runtime:
                 with self.observer.waiting(accept_wait):
                     session = await self.queue.accept_session(accept_wait)
             except Exception as exc:  # a port's error, or an SDK's the adapter let through
-                self._log.warning("session_accept_failed", error=type(exc).__name__)
-                await self._pause(1.0)
+                retry_in = min(ACCEPT_RETRY_MAX_SECONDS, 2.0**failed_accepts)
+                failed_accepts += 1
+                self._log.warning(
+                    "session_accept_failed",
+                    error=where_raised(exc),
+                    failures=failed_accepts,
+                    retry_in=retry_in,
+                )
+                await self._pause(retry_in)
                 continue
+            failed_accepts = 0
             idle = session is None
             if session is None:
                 if drain:
@@ -316,14 +329,14 @@ class Runtime:
                 lock_lost.set()
                 return
             except Exception as exc:  # tried again at the next interval, while the lock lasts
-                self._log.warning("lock_renewal_failed", error=type(exc).__name__)
+                self._log.warning("lock_renewal_failed", error=where_raised(exc))
 
     async def _drained(self) -> bool:
         """Whether the queue is drained; a check that failed says no (asked again later)."""
         try:
             return await self.queue.is_drained()
         except Exception as exc:
-            self._log.warning("drain_check_failed", error=type(exc).__name__)
+            self._log.warning("drain_check_failed", error=where_raised(exc))
             await self._pause(1.0)
             return False
 

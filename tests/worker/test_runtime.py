@@ -433,3 +433,55 @@ def test_an_error_outside_the_port_errors_on_accept_does_not_end_the_run() -> No
     )
     asyncio.run(asyncio.wait_for(runtime.run(), timeout=10))
     assert len(calls) == 2
+
+
+class UnreachableQueue:
+    """A queue whose accepts fail (a connection refused underneath) or find nothing, as
+    scripted (True: fails); drained once the script is played."""
+
+    def __init__(self, script: list[bool]) -> None:
+        self.script = script
+
+    async def accept_session(self, max_wait: float) -> None:
+        if self.script and self.script.pop(0):
+            try:
+                raise ConnectionRefusedError(111, "refused")
+            except ConnectionRefusedError as exc:
+                raise TransientError("Service Bus: unreachable") from exc
+
+    async def is_drained(self) -> bool:
+        return not self.script
+
+
+def test_failed_accepts_back_off_and_name_their_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Service Bus down: each session worker retried its accept every second, one log line a
+    # second each, naming only the wrapper. The waits now double up to a cap, and the line
+    # says what was underneath.
+    import structlog
+
+    from worker import runtime as runtime_module
+
+    pauses: list[float] = []
+
+    async def pause(self: Runtime, seconds: float) -> None:
+        pauses.append(seconds)
+
+    monkeypatch.setattr(Runtime, "_pause", pause)
+    runtime = Runtime(
+        ScriptedHandler(None, {}),  # type: ignore[arg-type]
+        UnreachableQueue([True] * 8 + [False, True, True]),  # type: ignore[arg-type]
+        concurrency=1,
+        retry=RetryPolicy.no_waiting(),
+        lock_duration=60,
+        session_idle=0.05,
+        shutdown_grace=1,
+    )
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    cap = runtime_module.ACCEPT_RETRY_MAX_SECONDS
+    failed = [entry for entry in logs if entry["event"] == "session_accept_failed"]
+    # An accept that works (finding nothing) starts the waits over.
+    assert [entry["retry_in"] for entry in failed] == [min(cap, 2.0**n) for n in range(8)] + [1, 2]
+    assert set(pauses) >= {entry["retry_in"] for entry in failed}
+    assert failed[0]["error"].startswith("TransientError at ")
+    assert failed[0]["error"].endswith("from ConnectionRefusedError ECONNREFUSED")
