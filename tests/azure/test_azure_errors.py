@@ -85,7 +85,6 @@ LOCK_LOST = [
 # Not worth a retry and not a port condition: the runtime treats these as bugs.
 UNCHANGED = [
     http_error(400, "InvalidHeaderValue"),
-    core.ClientAuthenticationError(message="no credential answered"),  # no status: no token
     sb.ServiceBusAuthenticationError(message="bad key"),
     sb.ServiceBusAuthorizationError(message="no Listen claim"),
     sb.MessagingEntityNotFoundError(message="no such queue"),
@@ -119,6 +118,28 @@ def test_refused_data_plane_calls_map_to_transient(error: Exception) -> None:
     mapped = port_error(error)
     assert isinstance(mapped, TransientError)
     assert str(error.status_code) in str(mapped)  # type: ignore[attr-defined]
+
+
+def test_an_authentication_error_without_a_status_is_refused_and_says_which() -> None:
+    # No token from the identity, or an account key that does not sign: refused as a 401 or
+    # 403 is (retried, then transient_failure to replay), never handler_error, which pages as
+    # a bug. Its first line says which credential or what is wrong with the key.
+    from azure.storage.blob._shared.authentication import AzureSigningError
+
+    cases = {
+        core.ClientAuthenticationError(
+            message="DefaultAzureCredential failed to retrieve a token.\nAttempted: …"
+        ): "ClientAuthenticationError: DefaultAzureCredential failed to retrieve a token.",
+        AzureSigningError(message="Invalid base64-encoded string: number of data characters"): (
+            "AzureSigningError: Invalid base64-encoded string: number of data characters"
+        ),
+        core.ClientAuthenticationError(message="x" * 300): "ClientAuthenticationError: "
+        + "x" * 199
+        + "…",
+    }
+    for error, text in cases.items():
+        mapped = port_error(error)
+        assert isinstance(mapped, TransientError) and str(mapped) == text
 
 
 @pytest.mark.parametrize("error", LOCK_LOST, ids=_id)
@@ -285,9 +306,9 @@ def test_an_error_raised_as_it_is_names_its_service_in_the_cli_line(
     async def refusing() -> None:
         raise core.ClientAuthenticationError("DefaultAzureCredential failed to retrieve a token")
 
-    with pytest.raises(core.ClientAuthenticationError) as caught:
+    with pytest.raises(TransientError) as caught:  # refused: retried, as a 401 or 403 is
         run(guarded(refusing(), 1.0, "Cosmos DB"))
-    assert service_of(caught.value) == "Cosmos DB"
+    assert str(caught.value).startswith("Cosmos DB: ")
 
     def failing(*_: Any, **__: Any) -> None:
         raise caught.value
@@ -303,6 +324,6 @@ def test_an_error_raised_as_it_is_names_its_service_in_the_cli_line(
         cli_module.cli.main = original  # type: ignore[method-assign]
     assert exited.value.code == 1
     assert capsys.readouterr().err == (
-        "export-worker: ClientAuthenticationError: Cosmos DB: "
-        "DefaultAzureCredential failed to retrieve a token\n"
+        "export-worker: TransientError: Cosmos DB: "
+        "ClientAuthenticationError: DefaultAzureCredential failed to retrieve a token\n"
     )

@@ -100,6 +100,12 @@ def port_error(exc: BaseException) -> BaseException:
         return NotFound(_describe(exc))
     if isinstance(exc, _TRANSIENT_TYPES):
         return TransientError(_describe(exc))
+    if isinstance(exc, core_errors.ClientAuthenticationError) and exc.status_code is None:
+        # No status: the identity gave no token, or the key does not sign (AzureSigningError).
+        # A refusal, as a 401 or 403 is: retried, then dead-lettered transient_failure, to
+        # replay once the identity or key is fixed (not handler_error, which pages as a bug).
+        # The SDK's first line says which; it names a credential or the key's form, no secret.
+        return TransientError(f"{_describe(exc)}: {_first_line(exc)}")
     if isinstance(exc, core_errors.HttpResponseError):
         return _from_status(exc)
     if isinstance(exc, core_errors.AzureError) and type(exc).__name__ == "CosmosClientTimeoutError":
@@ -136,6 +142,11 @@ def _from_status(exc: core_errors.HttpResponseError) -> BaseException:
     ):
         return TransientError(_describe(exc))
     return exc
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    line = (getattr(exc, "message", None) or str(exc)).strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _describe(exc: BaseException) -> str:
