@@ -119,6 +119,28 @@ def test_create_writes_a_first_record_or_returns_the_one_stored(ledger_factory: 
     run(body, ledger_factory)
 
 
+def test_any_turn_id_the_event_allows_keeps_its_own_record(ledger_factory: Any) -> None:
+    """A turn id may hold what a Cosmos item id cannot (`/ \\ ? #`, a tab, a trailing
+    space, more than 1,023 bytes): its record is still found by it, names it as `id`, and is
+    no other turn's (on Cosmos it is stored under an id of its own)."""
+
+    async def body(ledger: Ledger) -> None:
+        cid = new_id("conv")
+        odd = ["a/b", "t#1", "t?1", "t\\1", "t\t1", "t 1 ", "é" * 600, "turn-sha256-x"]
+        for seq, turn_id in enumerate(odd, start=1):
+            first = record(cid, turn_id, seq, export_id=f"exp_{seq}")
+            assert await ledger.create(first) == first
+            sent = first.model_copy(update={"processed_at": "2026-01-02T00:00:00Z"})
+            await ledger.put(sent)
+            assert await ledger.get(cid, turn_id) == sent
+            assert await ledger.find_export(f"exp_{seq}") == sent
+        assert [r.id for r in await ledger.list_turns(cid)] == odd
+        assert [r.turn_id for r in await ledger.list_exports(cid)] == odd
+        assert await ledger.get(cid, "a") is None
+
+    run(body, ledger_factory)
+
+
 def test_turns_are_listed_by_seq_per_conversation(ledger_factory: Any) -> None:
     async def body(ledger: Ledger) -> None:
         cid, other = new_id("conv"), new_id("conv")

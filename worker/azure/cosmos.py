@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -41,6 +43,12 @@ PUT_ATTEMPTS = 5
 # without reading first; bounded, oldest forgotten first.
 KNOWN_RECORDS = 4096
 ABSENT = ""
+# A Cosmos item id holds at most 1,023 bytes, none of / \ ? # or a tab or line break, and
+# does not end in a space. A turn id Cosmos cannot hold is stored under another id
+# (`record_id`): this prefix and the turn id's sha256; `turn_id` keeps the id as given.
+_NOT_IN_COSMOS_IDS = re.compile(r"[/\\?#\t\r\n]")
+_MAX_ID_BYTES = 1023
+ENCODED_ID_PREFIX = "turn-sha256-"
 # cosmosdb-server answers a point read of a missing item with a 500 unless this is sent.
 EMULATOR_HEADERS = {"x-ms-documentdb-query-enablecrosspartition": "true"}
 _SYSTEM_KEYS = ("_rid", "_self", "_etag", "_attachments", "_ts")
@@ -252,6 +260,32 @@ class AzureConversationStore:
         await self._account.release()
 
 
+def record_id(turn_id: str) -> str:
+    """The item id of a turn's record: the turn id itself when Cosmos can hold it (SPEC 6:
+    `id` = `turn_id`), else one it can, the same for the same turn id and never another
+    turn's (a turn id that starts with the prefix is encoded too)."""
+    encoded = turn_id.encode("utf-8", "surrogatepass")
+    if (
+        0 < len(encoded) <= _MAX_ID_BYTES
+        and not _NOT_IN_COSMOS_IDS.search(turn_id)
+        and not turn_id.endswith(" ")
+        and not turn_id.startswith(ENCODED_ID_PREFIX)
+    ):
+        return turn_id
+    return ENCODED_ID_PREFIX + hashlib.sha256(encoded).hexdigest()
+
+
+def _stored(record: TurnRecord) -> dict[str, Any]:
+    doc = record.model_dump()
+    doc["id"] = record_id(doc["turn_id"])
+    return doc
+
+
+def _record(doc: Mapping[str, Any]) -> TurnRecord:
+    """The record a stored item holds: its `id` is the turn id again."""
+    return TurnRecord.model_validate({**without_system_keys(doc), "id": doc.get("turn_id")})
+
+
 class AzureLedger:
     """Turn records in the `turns` container, written with ETag optimistic concurrency."""
 
@@ -264,12 +298,12 @@ class AzureLedger:
     async def get(self, conversation_id: str, turn_id: str) -> TurnRecord | None:
         """The turn record, or None."""
         try:
-            doc = await self._account.read(self._turns, turn_id, conversation_id)
+            doc = await self._account.read(self._turns, record_id(turn_id), conversation_id)
         except NotFound:
             self._remember((conversation_id, turn_id), ABSENT)
             return None
         self._remember((conversation_id, turn_id), doc.get("_etag"))
-        return TurnRecord.model_validate(without_system_keys(doc))
+        return _record(doc)
 
     async def create(self, record: TurnRecord) -> TurnRecord:
         """Create the turn's first record unless one is stored; return the stored record.
@@ -278,9 +312,9 @@ class AzureLedger:
         409 and that record (another holder's, or ours when a reply was lost) is read and
         returned.
         """
-        doc = record.model_dump()
+        doc = _stored(record)
         proxy = await self._account.container(self._turns)
-        key = (doc["conversation_id"], doc["id"])
+        key = (doc["conversation_id"], doc["turn_id"])
         self._known.pop(key, None)
         for _ in range(PUT_ATTEMPTS):
             try:
@@ -291,7 +325,7 @@ class AzureLedger:
                 except NotFound:  # never deleted by the worker; created and gone: try again
                     continue
                 self._remember(key, stored.get("_etag"))
-                return TurnRecord.model_validate(without_system_keys(stored))
+                return _record(stored)
             self._remember(key, written.get("_etag"))
             return record
         raise Conflict(f"turn record kept changing under {PUT_ATTEMPTS} writes")
@@ -306,10 +340,10 @@ class AzureLedger:
         last (`get`, `create`, an earlier `put`): a stale view fails the same way and
         re-reads. Any other record is read first, to be checked against `keeps`.
         """
-        doc = record.model_dump()
+        doc = _stored(record)
         proxy = await self._account.container(self._turns)
         timeout = self._account.timeout
-        key = (doc["conversation_id"], doc["id"])
+        key = (doc["conversation_id"], doc["turn_id"])
         known = self._known.pop(key, None)
         if known not in (None, ABSENT) and doc["event_sent"] is not True:
             known = None  # the ETag does not say whether that record's event went out: read
@@ -379,7 +413,7 @@ class AzureLedger:
         async for doc in self._account.query(
             self._turns, FIND_EXPORT_QUERY, params, partition_key=None
         ):
-            return TurnRecord.model_validate(doc)
+            return _record(doc)
         return None
 
     async def latest_export(self) -> TurnRecord | None:
@@ -387,7 +421,7 @@ class AzureLedger:
         async for doc in self._account.query(
             self._turns, LATEST_EXPORT_QUERY, {}, partition_key=None
         ):
-            return TurnRecord.model_validate(doc)
+            return _record(doc)
         return None
 
     async def close(self) -> None:
@@ -406,4 +440,4 @@ def by_seq(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _records(documents: list[dict[str, Any]]) -> list[TurnRecord]:
-    return [TurnRecord.model_validate(doc) for doc in documents]
+    return [_record(doc) for doc in documents]
