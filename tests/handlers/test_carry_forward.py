@@ -78,6 +78,8 @@ def reply(content: str | None, clarification: bool | None = None) -> AssistantMe
         "Should each line be one sample?",
         "How should I lay out the rows?",
         "Quick question: columns?",
+        "Should I export rows per sensor or per reading?",
+        "What format for the rows?",
     ],
 )
 def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -> None:

@@ -51,6 +51,9 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("boundary", "the xmlns attribute", None),
     # negations do not request
     ("negation", "don't create a csv", None),
+    ("negation", "please forget the csv", None),
+    ("negation", "I wont need a csv", None),
+    ("negation", "export the sensors also not reporting in csv", None),
     ("negation", "do not export json", None),
     ("negation", "without json", None),
     ("negation", "no csv please", None),

@@ -33,9 +33,19 @@ PLAIN: list[str] = [
     "include the id column and export as csv",
     "export all 900 rows, the total, as csv",
     "add the data to a csv",
+    # A cue negated within four words, and "mean" as a verb after speech words.
+    "export a csv, no need for any calculation",
+    "export csv, no mean",
+    "export the flags which mean errors as csv",
+    "what do mean values look like, export csv",
 ]
 
 DERIVED: list[str] = [
+    "export the readings transposed as csv",
+    "crosstab the readings as csv",
+    "aggregate the readings as csv",
+    "remove duplicates and export csv",
+    "readings bucketed by sensor as csv",
     "calculate the daily average and export as csv",
     "compute the mean voltage and put it in a csv",
     "the mean of the values",
@@ -89,6 +99,10 @@ def test_derived_output_request_is_derived(text: str) -> None:
 def test_one_row_per_sample_is_the_raw_grain_but_per_hour_resamples() -> None:
     assert not is_derived_request("create a csv, one row per sample")
     assert is_derived_request("create a csv, one row per hour")
+
+
+def test_min_and_max_is_derived_even_beside_data_named_max() -> None:
+    assert is_derived_request("min and max of the readings as csv", lambda words: True)
 
 
 def test_negated_derived_cue_is_not_derived() -> None:

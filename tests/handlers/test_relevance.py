@@ -72,6 +72,11 @@ def test_stop_words_hold_the_specs_list(word: str) -> None:
     assert subject_words(word) == set()
 
 
+def test_english_function_words_are_stop_words_too() -> None:
+    # SPEC 5 step 7's stop words include English function words, beyond the listed ones.
+    assert subject_words("csv of only the battery readings, though") == {"battery", "readings"}
+
+
 def test_group_words_come_from_action_arguments_columns_and_citation_strings() -> None:
     found = group_words(
         "list_parameter_history",
@@ -134,6 +139,14 @@ def test_reach_back_named_needs_an_estimate_of_ten() -> None:
     newest = calls.add("m2", "history", 40)
     found = scan(calls.refs, subject_words("csv of BatteryVoltage1"))
     assert found.rule == "reach_back_newest" and found.picked == [newest]
+
+
+def test_reach_back_named_takes_an_estimate_of_exactly_ten() -> None:
+    calls = Calls()
+    named = calls.add("m1", "get_parameter", 10, {"parameter": "BatteryVoltage1"})
+    calls.add("m2", "history", 40)
+    found = scan(calls.refs, subject_words("csv of BatteryVoltage1"))
+    assert found.rule == "reach_back_named" and found.picked == [named]
 
 
 def test_reach_back_named_highest_score_wins() -> None:

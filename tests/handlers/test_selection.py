@@ -111,7 +111,7 @@ def test_reach_back_nothing_with_rows_gives_nothing() -> None:
 def test_reach_back_reads_at_most_25_artifacts() -> None:
     calls = Calls()
     pages = [calls.add("m1", "history", 100) for _ in range(30)]
-    assert reach_back(calls.refs) == pages[:MAX_REACH_BACK_ARTIFACTS]
+    assert reach_back(calls.refs) == pages[:25] and MAX_REACH_BACK_ARTIFACTS == 25
 
 
 def test_reach_back_skips_results_without_artifacts() -> None:
@@ -126,6 +126,11 @@ def test_reach_back_keeps_call_order_whatever_the_input_order() -> None:
     first = calls.add("m1", "history", 100)
     second = calls.add("m1", "history", 100)
     assert reach_back([second, first]) == [first, second]
+
+
+def test_dominance_is_at_least_five_times_the_rows_of_all_the_others() -> None:
+    assert choose_actions([("a", 15), ("b", 3)]) == (["a"], False)
+    assert choose_actions([("a", 14), ("b", 3)]) == (["a", "b"], True)
 
 
 def test_dominant_group_used_alone() -> None:

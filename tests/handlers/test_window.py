@@ -252,6 +252,21 @@ def test_duplicate_ids_inside_one_message_pair_in_list_order() -> None:
     assert [c.name for c in out[0].tool_calls] == ["first"]  # type: ignore[union-attr]
 
 
+def test_a_result_answers_the_nearest_message_with_the_id_at_its_first_such_call() -> None:
+    # An older message's unanswered call with the same id stays unanswered.
+    parallel = AssistantMessage(
+        id="m2",
+        turn_id="t1",
+        seq=2,
+        role="assistant",
+        tool_calls=[ToolCall(id="x", name="first"), ToolCall(id="x", name="second")],
+        **_COMMON,
+    )
+    out = pair([assistant("m1", "x"), parallel, tool("m3", "x")])
+    assert ids(out) == ["m2", "m3"]
+    assert [c.name for c in out[0].tool_calls] == ["first"]  # type: ignore[union-attr]
+
+
 def test_null_call_ids_are_dropped_on_both_sides() -> None:
     history: list[Message] = [assistant("m1", None, "a", content="go"), tool("m2", None, "a")]
     out = pair(history)
