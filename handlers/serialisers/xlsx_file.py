@@ -50,7 +50,6 @@ MAX_XLSX_COLUMNS: Final = 16_384
 SHEET_NAME: Final = "Export"
 _MAX_EXACT_INT: Final = 2**53
 _MAX_SHEET_NUMBER: Final = 9.99999999999999e307
-_MAX_CELL_UNITS: Final = XLSX_CELL_UNITS
 _OPTIONS: Final = {
     "constant_memory": True,
     # Text is data: never let xlsxwriter turn "=1+1", "http://…" or "007" into something else.
@@ -194,7 +193,7 @@ class _SheetRows:
             for letter, value in zip(row_letters, row, strict=True):
                 kind = type(value)
                 if kind is str:
-                    if len(value) <= _MAX_CELL_UNITS // 2 and not not_plain(value):
+                    if len(value) <= XLSX_CELL_UNITS // 2 and not not_plain(value):
                         cells.append(
                             f'<c r="{letter}{number}" t="inlineStr"><is><t>{value}</t></is></c>'
                         )
@@ -257,8 +256,8 @@ def _string_cell(attributes: str, value: str) -> str:
     the cell's limit, control characters in OOXML's escape (and an escape-shaped run
     escaped in turn), white space at either end kept, `&`, `<` and `>` escaped."""
     text = _text(value)
-    if len(text) > _MAX_CELL_UNITS // 2 and utf16_units(text) > _MAX_CELL_UNITS:
-        text = utf16_prefix(text, _MAX_CELL_UNITS)
+    if len(text) > XLSX_CELL_UNITS // 2 and utf16_units(text) > XLSX_CELL_UNITS:
+        text = utf16_prefix(text, XLSX_CELL_UNITS)
     text = _ESCAPE_SHAPED.sub(r"_x005F\1", text)
     text = _CONTROL.sub(lambda match: f"_x{ord(match.group(1)):04X}_", text)
     text = text.replace("\ufffe", "_xFFFE_").replace("\uffff", "_xFFFF_")
