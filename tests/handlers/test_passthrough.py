@@ -38,6 +38,11 @@ PLAIN: list[str] = [
     "export csv, no mean",
     "export the flags which mean errors as csv",
     "what do mean values look like, export csv",
+    "Export the readings as csv, but don't bother to actually aggregate them",
+    "Export the readings as csv, not the mean",
+    "Export as csv, I just mean the raw rows",
+    "Export as csv, that does mean all rows",
+    "Export the rows as csv, I'd mean all of them",
 ]
 
 DERIVED: list[str] = [
@@ -46,6 +51,15 @@ DERIVED: list[str] = [
     "aggregate the readings as csv",
     "remove duplicates and export csv",
     "readings bucketed by sensor as csv",
+    "export the readings totaled as csv",
+    "export the min temperature as csv",
+    "unpivot the readings and export as csv",
+    "break it down by site and export as csv",
+    "bin by site and export as csv",
+    "export readings > 12.4 as csv",
+    "export the first 20 rows as csv",
+    "export the readings in descending order as csv",
+    "export the std of the readings as csv",
     "calculate the daily average and export as csv",
     "compute the mean voltage and put it in a csv",
     "the mean of the values",

@@ -531,3 +531,31 @@ def test_unfenced_csv_passes_over_at_most_two_sentences_above_a_block() -> None:
     reply = "\n".join([*sentences, "a,b,c,d", "x,x,x,x", "x,x,x,x"])
     table = find_table(reply)
     assert table is not None and table.columns == tuple(sentences[2].split(", "))
+
+
+@pytest.mark.parametrize(
+    ("text", "columns", "rows"),
+    [
+        # Pipe-table lines are not read again as CSV.
+        ("| a | b |\n|---|---|\n| 1,2 | x |\n| 3,4 | y |\n5,6\n7,8\n", ("a", "b"), 2),
+        # A heading before the block, and a sign-off or remark after it, are prose.
+        ("## Sites, cities\ndevice,location\nd1,Paris\nd2,Berlin\n", ("device", "location"), 2),
+        ("Okay, that covers the sites\ndevice,location\nd1,Paris\nd2,Berlin\n", None, 2),
+        ("device,location\nd1,Paris\nd2,Berlin\nHope you like it, thanks\n", None, 2),
+        (
+            "device,location\nd1,Paris\nd2,Berlin\nHopefully that helps, tell me more\n",
+            None,
+            2,
+        ),
+        ("device,location\nd1,Paris\nd2,Berlin\nThanks for asking, tell your team\n", None, 2),
+        # Quoted cells are data; a short row of data is not a sentence.
+        ('x,y\n1,2\n"3","4"\n', ("x", "y"), 2),
+        ("name,value\nA,1\nB,2\nSure thing you know, ok\n", ("name", "value"), 3),
+    ],
+)
+def test_an_unfenced_csv_block_is_told_from_the_prose_around_it(
+    text: str, columns: tuple[str, ...] | None, rows: int
+) -> None:
+    table = find_table(text)
+    assert table is not None
+    assert table.columns == (columns or ("device", "location")) and len(table.rows) == rows
