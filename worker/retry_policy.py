@@ -39,8 +39,7 @@ class RetryPolicy(msgspec.Struct, frozen=True):
 
     def delay(self, delivery_count: int) -> float:
         """Seconds before the next delivery after failed delivery number `delivery_count`."""
-        exponent = max(0, _attempts(delivery_count) - 1)
-        return min(self.max_seconds, self.base_seconds * 2.0**exponent)
+        return doubling(max(0, _attempts(delivery_count) - 1), self.base_seconds, self.max_seconds)
 
     def call_delay(self, failures: int) -> float:
         """Seconds before trying a port call again in place after its `failures`-th failure."""
@@ -77,6 +76,11 @@ class RetryPolicy(msgspec.Struct, frozen=True):
             max_seconds=0.0,
             call_attempts=call_attempts,
         )
+
+
+def doubling(step: int, base: float, cap: float) -> float:
+    """`base` doubled `step` times, at most `cap`: every backoff of the worker."""
+    return min(cap, base * 2.0**step)
 
 
 def _attempts(delivery_count: int) -> int:

@@ -23,7 +23,7 @@ from structlog.contextvars import bound_contextvars, get_contextvars
 from worker.logs import get_logger
 from worker.observer import NO_OBSERVER, Handling, RuntimeObserver
 from worker.ports import Consumer, LockLost, QueueMessage, Session
-from worker.retry_policy import RetryPolicy
+from worker.retry_policy import RetryPolicy, doubling
 from worker.settlement import Abandon, Complete, DeadLetter, settle, where_raised
 
 if TYPE_CHECKING:  # the record's struct is imported by the turns that build one
@@ -131,7 +131,7 @@ class Runtime:
                 with self.observer.waiting(accept_wait):
                     session = await self.queue.accept_session(accept_wait)
             except Exception as exc:  # a port's error, or an SDK's the adapter let through
-                retry_in = min(ACCEPT_RETRY_MAX_SECONDS, 2.0**failed_accepts)
+                retry_in = doubling(failed_accepts, 1.0, ACCEPT_RETRY_MAX_SECONDS)
                 failed_accepts += 1
                 self._log.warning(
                     "session_accept_failed",
