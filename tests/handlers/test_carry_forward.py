@@ -133,6 +133,24 @@ def test_question_of_exactly_500_chars_may_be_a_clarification() -> None:
     assert is_clarification(reply(padded))
 
 
+def test_question_of_501_chars_is_not_a_clarification() -> None:
+    padded = SEED_CLARIFICATION.rjust(501)
+    assert len(padded) == 501
+    assert not is_clarification(reply(padded))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Which columns do you want.",
+        "Should each row be one sample",
+        "I will keep all the columns. One row per sample!",
+    ],
+)
+def test_row_shape_words_without_a_question_mark_are_not_a_clarification(content: str) -> None:
+    assert not is_clarification(reply(content))
+
+
 def test_reply_holding_a_table_is_not_a_clarification() -> None:
     content = "timestamp,value\n00:00,12.45\n00:01,12.43\n\nWhich columns do you want?"
     assert not is_clarification(reply(content))

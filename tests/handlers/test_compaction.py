@@ -155,6 +155,9 @@ def test_citation_matches_the_fixtures_golden_citations(
         ("x" * 500, None),  # a cut string: it read as 1 row
         ({f"k{i}": i for i in range(13)}, None),  # keys past the twelfth: rows may be there
         ({"a": {"b": {"c": {"rows": [1, 2, 3]}}}}, None),  # a placeholder
+        ({"id": 1, "tags": [f"t{i}" for i in range(8)]}, None),  # a list cut inside the row
+        ({"id": 1, "notes": ["x" * 500]}, None),  # a string cut inside a list
+        ({"id": 1, "tags": ["a", "b"]}, 1),  # a whole list inside the row
     ],
 )
 def test_bounding_estimate_is_the_estimate_only_when_nothing_may_hide_rows(

@@ -102,6 +102,11 @@ def test_table_columns_with_units_are_action_columns() -> None:
         ("2026-11-18T19:01-05:00", "2026-11-19T00:01:00Z"),
         ("2026-11-19 00:01 UTC", "2026-11-19T00:01:00+00:00"),
         ("2026-11-19t00:01:30z", "2026-11-19T00:01:30Z"),
+        ("2026-11-19 01:01:30+0100", "2026-11-19T00:01:30Z"),  # an offset without ":"
+        ("2026-11-19 00:01", "2026-11-19T00:01:30"),  # a value without a zone is UTC too
+        ("2026-11-19 01:01+01:00", "2026-11-19T00:01:30"),
+        # a float past 10**15 at the decimals shown: decided exactly, not by the float
+        ("1234567890123456800.00", 1.2345678901234568e18),
         # booleans
         ("true", True),
         ("Yes", True),
@@ -146,6 +151,8 @@ def test_cell_shows_the_action_value(text: str, value: Any) -> None:
         ("1,2345", 12345),
         ("2026-11-19 00:02", "2026-11-19T00:01:59Z"),  # the precision cuts, it does not round
         ("2026-11-19 00:01", "2026-11-19T01:01:00+02:00"),  # another instant
+        ("2026-11-19 00:01+01:00", "2026-11-19T00:01:00"),
+        ("1234567890123456900.00", 1.2345678901234568e18),
         ("2026-11-19 00:01", "2026-11-19"),
         ("2026-11-19", "2026-11-19T00:00:00Z"),  # a date alone is text
         ("yes", 1),
@@ -201,7 +208,10 @@ def test_elision_rows_and_ellipsis_columns_do_not_make_a_table_composed() -> Non
     assert excerpt_of(SAMPLES, table)
 
 
-@pytest.mark.parametrize("header", ["#", "No.", "Row", "index", ""])
+@pytest.mark.parametrize(
+    "header",
+    ["#", "No.", "Row", "index", "", "Nr", "Num", "Number", "Row No.", "Row number", "Idx", "n"],
+)
 def test_a_first_column_numbering_the_pasted_rows_does_not_make_a_table_composed(
     header: str,
 ) -> None:

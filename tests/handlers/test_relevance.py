@@ -75,6 +75,11 @@ def test_stop_words_hold_the_specs_list(word: str) -> None:
 def test_english_function_words_are_stop_words_too() -> None:
     # SPEC 5 step 7's stop words include English function words, beyond the listed ones.
     assert subject_words("csv of only the battery readings, though") == {"battery", "readings"}
+    assert subject_words("the battery readings before and after the outage") == {
+        "battery",
+        "readings",
+        "outage",
+    }
 
 
 def test_group_words_come_from_action_arguments_columns_and_citation_strings() -> None:
@@ -181,6 +186,16 @@ def test_reach_back_any_is_the_newest_group_with_rows() -> None:
     newest = calls.add("m2", "facts", 1)
     found = scan(calls.refs, subject_words("BatteryVoltage1 csv"))
     assert found.rule == "reach_back_any" and found.picked == [newest]
+
+
+def test_reach_back_any_group_is_as_new_as_its_latest_call() -> None:
+    calls = Calls()
+    paged = calls.add("m1", "lookup", 2)
+    calls.add("m1", "facts", 1)
+    calls.add("m1", "lookup", 2)
+    found = scan(calls.refs, subject_words("csv"))
+    assert found.rule == "reach_back_any" and found.chosen is not None
+    assert found.chosen.action == "lookup" and found.picked[0] == paged
 
 
 def test_reach_back_scan_lists_every_group_with_estimate_and_score() -> None:
@@ -466,6 +481,13 @@ def test_group_texts_are_the_string_values_depth_first_within_the_bound(
         patch.setattr(relevance, "_MAX_STRINGS", bound)
         texts = list(relevance._texts("act", arguments, ["col"], results))
     assert texts == _oracle_texts("act", arguments, ["col"], results, bound)
+
+
+@pytest.mark.parametrize(("before", "read"), [(1_999, True), (2_000, False)])
+def test_a_calls_first_2000_argument_strings_are_read_and_no_more(before: int, read: bool) -> None:
+    subject = subject_words("export the temperature as csv")
+    arguments = {"ids": [*(f"id{n}" for n in range(before)), "temperature"]}
+    assert group_score(subject, "get_items", [arguments], [], []) == int(read)
 
 
 def test_a_calls_many_arguments_leave_its_citation_words_read() -> None:
