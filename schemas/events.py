@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Literal
 
 import msgspec
 
 from schemas.model import Model
+from schemas.text import utf16_units
 from schemas.validation import first_error
 from schemas.vocabulary import ExportFormat, RowSource
 
@@ -23,8 +25,10 @@ _PathId = Annotated[
         min_length=1,
         description=(
             "Names folders of the export's blob path: '/' is allowed, but no part between"
-            " slashes may be empty, '.' or '..', and no backslash or NUL may appear"
-            " (checked when the event is read)."
+            " slashes may be empty, '.' or '..' or over 255 bytes in UTF-8, no backslash,"
+            " control character, private-use code point or noncharacter may appear, and"
+            " with the other id it must fit Blob Storage's 1,024-character blob name and"
+            " 254 path segments (checked when the event is read)."
         ),
     ),
 ]
@@ -130,6 +134,9 @@ def parse_turn_completed(body: bytes | str) -> TurnCompleted:
             raise InvalidEvent(
                 f"field {field!r}: {problem}, so it cannot name folders of the export's blob path"
             )
+    problem = blob_name_problem(event.conversation_id, event.turn_id)
+    if problem is not None:
+        raise InvalidEvent(f"fields 'conversation_id' and 'turn_id': {problem}")
     return event
 
 
@@ -148,27 +155,70 @@ _TEXT_FIELDS = (
 # The ids that name folders of the export's blob path, `exports/{conversation_id}/{turn_id}/…`
 # (docs/contract/files.md).
 PATH_ID_FIELDS = ("conversation_id", "turn_id")
+# What Blob Storage and a file system hold (docs/contract/events.md).
+MAX_PART_BYTES = 255
+MAX_BLOB_NAME_UNITS = 1024
+MAX_BLOB_NAME_SEGMENTS = 254
+# The export blob name past the ids: "/" between them, then "/exp_" + 20 hex digits + ".xlsx"
+# (the longest extension; `handlers/export_paths.py`).
+EXPORT_NAME_TAIL_UNITS = len("/") + len("/exp_") + 20 + len(".xlsx")
+# C0 and C1 controls and DEL; private use (the BMP's, planes 15 and 16) and noncharacters.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_NOT_A_CHARACTER = re.compile(
+    "[\ue000-\uf8ff\ufdd0-\ufdef\U000f0000-\U0010ffff"
+    + "".join(chr(plane << 16 | 0xFFFE) + chr(plane << 16 | 0xFFFF) for plane in range(15))
+    + "]"
+)
 
 
 def path_folder_problem(value: str) -> str | None:
     """Why `value` cannot be one or more folders of a blob path, or None when it can.
 
     A `/` makes more folders, which is fine; each part between slashes must be a folder
-    name that no store reads as something else: not empty (a leading, trailing or doubled
-    `/`), not `.` or `..` (which a file system, and a URL, resolve to another folder), and
-    without a backslash (a separator on Windows and to some Azure tools) or a NUL (which
-    ends a path on the way to the operating system). The local blob store refuses exactly
-    these paths (`worker/local/blobs.py`, `blob_parts`). The answer never quotes the value.
+    name that every store holds as written: not empty (a leading, trailing or doubled `/`),
+    not `.` or `..` (which a file system, and a URL, resolve to another folder), at most 255
+    bytes in UTF-8 (the longest name a file system holds: the local blob store writes each
+    part as a folder), and without a backslash (a separator on Windows and to some Azure
+    tools), a control character (Blob Storage refuses them; a NUL ends a path on the way to
+    the operating system) or a code point Blob Storage refuses as no valid character: one
+    for private use or a noncharacter. The answer never quotes the value.
     """
     if "\\" in value:
         return "contains a backslash"
-    if "\x00" in value:
-        return "contains NUL"
+    if _CONTROL.search(value):
+        return "contains a control character"
+    if _NOT_A_CHARACTER.search(value):
+        return "contains a private-use code point or a noncharacter"
     parts = value.split("/")
     if "" in parts:
         return "has an empty part between slashes"
     if any(part in (".", "..") for part in parts):
         return "has a part between slashes that is '.' or '..'"
+    if any(len(part.encode()) > MAX_PART_BYTES for part in parts):
+        return f"has a part between slashes over {MAX_PART_BYTES} bytes in UTF-8"
+    return None
+
+
+def blob_name_problem(conversation_id: str, turn_id: str) -> str | None:
+    """Why the two ids cannot both name folders of one export blob's name, or None.
+
+    Blob Storage holds a blob name (the path after the container) of at most 1,024
+    characters, counted as UTF-16 code units, in at most 254 segments. The export's name is
+    `{conversation_id}/{turn_id}/{export_id}.{ext}`: the ids' own lengths plus a fixed
+    tail, the longest being `/` + `/exp_` + 20 hex digits + `.xlsx`.
+    """
+    units = utf16_units(conversation_id) + utf16_units(turn_id) + EXPORT_NAME_TAIL_UNITS
+    if units > MAX_BLOB_NAME_UNITS:
+        return (
+            f"together they make an export blob name of {units} characters, over Blob"
+            f" Storage's {MAX_BLOB_NAME_UNITS}"
+        )
+    segments = conversation_id.count("/") + turn_id.count("/") + 3
+    if segments > MAX_BLOB_NAME_SEGMENTS:
+        return (
+            f"together they make an export blob name of {segments} path segments, over Blob"
+            f" Storage's {MAX_BLOB_NAME_SEGMENTS}"
+        )
     return None
 
 

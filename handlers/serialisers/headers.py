@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from schemas.text import utf16_units
+
 XLSX_CELL_UNITS: Final = 32_767  # UTF-16 units an XLSX cell holds
 
 
@@ -51,10 +53,6 @@ def xlsx_header(base: str, suffix: str) -> str:
     if len(base) > room // 2 and utf16_units(base) > room:
         base = utf16_prefix(base, room)
     return base + suffix
-
-
-def utf16_units(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
 
 
 def utf16_prefix(text: str, units: int) -> str:

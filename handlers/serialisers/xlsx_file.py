@@ -43,7 +43,8 @@ from typing import Any, BinaryIO, Final
 
 from handlers.serialisers import Cells, ColumnBlock, aligned, each_row, without_surrogates
 from handlers.serialisers.csv_file import cell_text
-from handlers.serialisers.headers import XLSX_CELL_UNITS, utf16_prefix, utf16_units
+from handlers.serialisers.headers import XLSX_CELL_UNITS, utf16_prefix
+from schemas.text import utf16_units
 
 MAX_XLSX_DATA_ROWS: Final = 1_048_575
 MAX_XLSX_COLUMNS: Final = 16_384

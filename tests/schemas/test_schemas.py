@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import get_args
 
 import msgspec
 import pytest
 
+from handlers.export_paths import export_blob_path, export_id
 from schemas.documents import (
     AssistantMessage,
     Conversation,
@@ -15,10 +17,18 @@ from schemas.documents import (
     UserMessage,
     parse_message,
 )
-from schemas.events import ExportPublished, InvalidEvent, TurnCompleted, parse_turn_completed
+from schemas.events import (
+    EXPORT_NAME_TAIL_UNITS,
+    ExportPublished,
+    InvalidEvent,
+    TurnCompleted,
+    parse_turn_completed,
+)
 from schemas.generate import HERE, SCHEMA_FILES, render
 from schemas.records import ExportEntry
+from schemas.text import utf16_units
 from schemas.validation import first_error
+from schemas.vocabulary import ExportFormat
 
 GOOD = {
     "type": "turn.completed",
@@ -110,7 +120,18 @@ def test_invalid_event_error_names_the_field(change: dict[str, object], field: s
         ("conv/../other", "'.' or '..'"),
         ("a/.", "'.' or '..'"),
         ("back\\slash", "backslash"),
-        ("nul\x00", "NUL"),
+        ("nul\x00", "control character"),
+        ("tab\there", "control character"),
+        ("line\nbreak", "control character"),
+        ("del\x7f", "control character"),
+        ("c1\x81", "control character"),
+        ("private\ue000", "private-use code point or a noncharacter"),
+        ("private\U00100000", "private-use code point or a noncharacter"),
+        ("non\ufdd0", "private-use code point or a noncharacter"),
+        ("non\uffff", "private-use code point or a noncharacter"),
+        ("non\U0001fffe", "private-use code point or a noncharacter"),
+        ("a" * 256, "over 255 bytes in UTF-8"),
+        ("conv/" + "\u00e9" * 128, "over 255 bytes in UTF-8"),
         ("/lead", "empty"),
         ("trail/", "empty"),
         ("a//b", "empty"),
@@ -140,7 +161,21 @@ def test_an_id_holding_a_lone_surrogate_is_invalid_not_a_bug(field: str) -> None
         parse_turn_completed(body)
 
 
-@pytest.mark.parametrize("value", ["conv/a", "a/b/c", ".hidden", "a..b", "...", "x y"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "conv/a",
+        "a/b/c",
+        ".hidden",
+        "a..b",
+        "...",
+        "x y",
+        "a" * 255,  # the longest part a file system names
+        "\u00e9" * 127 + "a",  # 255 bytes in UTF-8
+        "\U0001f600" * 63,  # 252 bytes
+        "\ud55c\uae00 \u00a0\u2028\ufffd",  # other letters and spaces are characters
+    ],
+)
 def test_an_id_with_slashes_or_dots_inside_its_parts_stays_valid(value: str) -> None:
     event = parse_turn_completed(json.dumps({**GOOD, "conversation_id": value, "turn_id": value}))
     assert (event.conversation_id, event.turn_id) == (value, value)
@@ -278,3 +313,32 @@ def test_messages_of_each_role_parse_to_their_struct_and_dump_back() -> None:
         dumped = message.model_dump()
         assert dumped["role"] == role and "_etag" not in dumped
         assert kind.model_validate(dumped) == message
+
+
+def _with_ids(conversation_id: str, turn_id: str) -> str:
+    return json.dumps({**GOOD, "conversation_id": conversation_id, "turn_id": turn_id})
+
+
+def test_the_longest_export_blob_name_the_ids_allow_is_blob_storages_1024_characters() -> None:
+    """Blob Storage holds a blob name of at most 1,024 characters: the ids' lengths plus the
+    export's own tail, `/{export_id}.xlsx` at the longest, must fit."""
+    conversation_id = "/".join(["c" * 200] * 3) + "/" + "c" * 97  # 700 characters
+    turn_id = "t/" + "\U0001f600" * 60 + "/" + "b" * 170  # 293: an emoji counts two
+    assert utf16_units(conversation_id) + utf16_units(turn_id) == 1024 - EXPORT_NAME_TAIL_UNITS
+    event = parse_turn_completed(_with_ids(conversation_id, turn_id))
+    fmt = max(get_args(ExportFormat), key=len)
+    name = export_blob_path(
+        "exports", conversation_id, turn_id, export_id(conversation_id, turn_id, fmt), fmt
+    ).removeprefix("exports/")
+    assert utf16_units(name) == 1024 and event.turn_id == turn_id
+    with pytest.raises(InvalidEvent, match="'conversation_id' and 'turn_id'") as caught:
+        parse_turn_completed(_with_ids(conversation_id + "a", turn_id))
+    assert "1025 characters, over Blob Storage's 1024" in str(caught.value)
+
+
+def test_an_export_blob_name_holds_at_most_254_path_segments() -> None:
+    """The ids' parts, plus the export file's own name, are the blob name's segments."""
+    conversation_id, turn_id = "/".join("c" * 126), "/".join("t" * 127)
+    assert parse_turn_completed(_with_ids(conversation_id, turn_id)).turn_id == turn_id
+    with pytest.raises(InvalidEvent, match="255 path segments, over Blob Storage's 254"):
+        parse_turn_completed(_with_ids(conversation_id + "/c", turn_id))
