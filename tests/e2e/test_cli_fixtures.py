@@ -152,6 +152,35 @@ def test_malformed_event_is_dead_lettered_and_next_good_turn_still_published(
     assert records[0]["export"]["row_count"] == want["row_count"]
 
 
+def test_the_longest_ids_an_event_may_carry_publish_and_one_more_is_schema_invalid(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """Parts of 255 bytes, and 993 characters of ids together, fit the local store and a
+    Blob Storage name (events.md): the turn publishes. One character more is refused when
+    the event is read, never as a bug after the work is done."""
+    conversation_id = "c" * 255 + "/" + "\u00e9" * 127 + "c"  # 255 bytes a part
+    turn_id = "t" * 255 + "/" + "t" * 255 + "/" + "\U0001f600" * 48 + "t"  # an emoji: 2 units
+    assert len(conversation_id) + len(turn_id) + 48 == 993
+    text = (FIXTURES / "headline.fixture.json").read_text(encoding="utf-8")
+    text = text.replace("conv_headline_a", conversation_id).replace("turn_headline_a1", turn_id)
+    fixture = json.loads(text)
+    too_long = {**fixture["events"][0], "event_id": "evt_longer", "turn_id": turn_id + "t"}
+    fixture["events"].append(too_long)
+    seeded = tmp_path / "seed.json"
+    seeded.write_text(json.dumps(fixture), encoding="utf-8")
+    cli.run("dev", "seed", str(seeded))
+    cli.run("run", "--drain")
+
+    [dead] = cli.json("dlq", "list")
+    assert dead["reason"] == "schema_invalid" and dead["message_id"] == "evt_longer"
+    assert "1025 characters, over Blob Storage's 1024" in dead["description"]
+    [record] = cli.json("turns", "list", "--conversation", conversation_id)
+    assert record["turn_id"] == turn_id and record["decision"] == "published"
+    _, want = load_fixture("headline")
+    _, rows = csv_rows(cli.export_bytes(record["export"]["export_id"]))
+    assert len(rows) == want["turns"]["turn_headline_a1"]["export"]["row_count"]
+
+
 def test_replaying_a_turn_that_was_meanwhile_published_changes_nothing(
     cli: Cli, tmp_path: Path
 ) -> None:
