@@ -72,6 +72,22 @@ def test_missing_documents_raise_not_found(store_factory: Any) -> None:
     run(body, store_factory)
 
 
+@pytest.mark.parametrize("odd", ["a/b", "a?b", "a#b", "a\\b", "trailing ", "\u00e9" * 600])
+def test_an_id_no_cosmos_document_can_have_is_not_found(store_factory: Any, odd: str) -> None:
+    """Cosmos DB refuses such ids (a point read answers 400), so the chat service could
+    never have stored them there: not found, on both backends, never a bug."""
+
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        with pytest.raises(NotFound):
+            await store.get_conversation(f"{cid}{odd}")
+        await store.put_conversation(conversation(cid))
+        with pytest.raises(NotFound):
+            await store.get_message(cid, f"m{odd}")
+
+    run(body, store_factory)
+
+
 def test_put_replaces_the_document(store_factory: Any) -> None:
     async def body(store: ConversationStore) -> None:
         cid = new_id("conv")

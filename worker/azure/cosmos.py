@@ -194,7 +194,10 @@ class CosmosAccount:
                 yield without_system_keys(item)
 
     async def read(self, container: str, item_id: str, partition_key: str) -> dict[str, Any]:
-        """Point-read one document as stored (system keys included); NotFound when missing."""
+        """Point-read one document as stored (system keys included); NotFound when missing,
+        as it is for an id no document can have (Cosmos answers its read with a 400)."""
+        if not holds_id(item_id):
+            raise NotFound(f"{COSMOS_DB}: no document can have this id")
         proxy = await self.container(container)
         item: dict[str, Any] = await guarded(
             proxy.read_item(item_id, partition_key=partition_key), self.timeout, COSMOS_DB
@@ -264,15 +267,19 @@ def record_id(turn_id: str) -> str:
     """The item id of a turn's record: the turn id itself when Cosmos can hold it (SPEC 6:
     `id` = `turn_id`), else one it can, the same for the same turn id and never another
     turn's (a turn id that starts with the prefix is encoded too)."""
-    encoded = turn_id.encode("utf-8", "surrogatepass")
-    if (
-        0 < len(encoded) <= _MAX_ID_BYTES
-        and not _NOT_IN_COSMOS_IDS.search(turn_id)
-        and not turn_id.endswith(" ")
-        and not turn_id.startswith(ENCODED_ID_PREFIX)
-    ):
+    if holds_id(turn_id) and not turn_id.startswith(ENCODED_ID_PREFIX):
         return turn_id
+    encoded = turn_id.encode("utf-8", "surrogatepass")
     return ENCODED_ID_PREFIX + hashlib.sha256(encoded).hexdigest()
+
+
+def holds_id(item_id: str) -> bool:
+    """Whether Cosmos DB can hold `item_id` as an item id."""
+    return (
+        0 < len(item_id.encode("utf-8", "surrogatepass")) <= _MAX_ID_BYTES
+        and not _NOT_IN_COSMOS_IDS.search(item_id)
+        and not item_id.endswith(" ")
+    )
 
 
 def _stored(record: TurnRecord) -> dict[str, Any]:
