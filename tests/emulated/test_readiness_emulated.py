@@ -198,3 +198,34 @@ def test_a_refused_storage_call_is_retried_not_taken_for_a_bug(tmp_path: Path) -
             await blobs.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("block_size", [1 << 20, 4])  # one Put Blob; staged blocks
+def test_a_write_to_a_missing_container_is_refused_as_the_deployments_to_fix(
+    tmp_path: Path, block_size: int
+) -> None:
+    """Without COSMOS_CREATE_RESOURCES the exports container must exist. A write to a
+    missing one answers 404: a TransientError that says what to do (retried, then
+    `transient_failure`, replayed once it exists), never a NotFound the turn takes for a bug."""
+    from worker.azure.blobs import AzureBlobs
+    from worker.ports import BlobInfo, TransientError
+    from worker.settlement import where_raised
+
+    settings = emulated_settings(tmp_path / "home").replace(cosmos_create_resources=False)
+    missing = f"missing-{uuid.uuid4().hex[:12]}"
+
+    async def main() -> None:
+        blobs = AzureBlobs(settings, block_size=block_size)
+        try:
+            upload = await blobs.upload(f"{missing}/c/t/x.csv", BlobInfo("text/csv", "x.csv", {}))
+            with pytest.raises(TransientError, match="container to write to does not exist") as e:
+                await upload.write(b"a,b\n1,2\n")
+                await upload.commit()
+            # what the dead letter's description ends with (operations.md)
+            assert where_raised(e.value).endswith(" from NotFound from ResourceNotFoundError 404")
+            with pytest.raises(TransientError, match="COSMOS_CREATE_RESOURCES=true"):
+                await blobs.put(f"{missing}/c/t/x.json", b"{}")
+        finally:
+            await blobs.close()
+
+    asyncio.run(main())

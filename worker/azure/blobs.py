@@ -12,7 +12,8 @@ import base64
 import contextlib
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import TypeVar
 from urllib.parse import quote, unquote
 
 from azure.storage.blob import BlobBlock, BlockState, ContentSettings
@@ -20,7 +21,7 @@ from azure.storage.blob.aio import BlobClient
 
 from worker.azure.credentials import blob_service
 from worker.azure.timeouts import BLOB_STORAGE, guarded, guarded_iter
-from worker.ports import BlobInfo, Conflict
+from worker.ports import BlobInfo, Conflict, NotFound, TransientError
 from worker.settings import Settings
 
 BLOCK_SIZE = 4 * 1024 * 1024
@@ -94,7 +95,7 @@ class AzureBlobs:
     async def put(self, path: str, data: bytes, content_type: str = "application/json") -> None:
         """Write a small blob in one call, replacing what was there."""
         await self._ensure_container(path)
-        await guarded(
+        await written(
             self._blob(path).upload_blob(
                 data, overwrite=True, content_settings=ContentSettings(content_type=content_type)
             ),
@@ -157,7 +158,7 @@ class AzureBlobUpload:
         )
         metadata = encode_metadata(self._info.metadata)
         if not self._block_ids:
-            await guarded(
+            await written(
                 self._blob.upload_blob(
                     bytes(self._buffer),
                     overwrite=True,
@@ -177,7 +178,7 @@ class AzureBlobUpload:
         # after a commit the service applied the blocks are committed; a list naming them
         # "uncommitted" would then be refused (InvalidBlockList) for a blob written whole.
         # The block ids are this upload's own (`_prefix`), so the latest are ours either way.
-        await guarded(
+        await written(
             self._blob.commit_block_list(
                 [BlobBlock(block_id, BlockState.LATEST) for block_id in self._block_ids],
                 content_settings=settings,
@@ -197,7 +198,7 @@ class AzureBlobUpload:
     async def _stage(self, data: bytes) -> None:
         raw = f"{self._prefix}-{len(self._block_ids):06d}".encode()
         block_id = base64.b64encode(raw).decode("ascii")  # same length for every block
-        await guarded(
+        await written(
             self._blob.stage_block(block_id, data, length=len(data)), self._timeout, BLOB_STORAGE
         )
         self._block_ids.append(block_id)
@@ -205,6 +206,23 @@ class AzureBlobUpload:
     def _check_open(self) -> None:
         if self._finished:
             raise RuntimeError("upload already committed or aborted")
+
+
+_T = TypeVar("_T")
+
+
+async def written(operation: Awaitable[_T], timeout: float, service: str) -> _T:
+    """`guarded` for a write: a 404 there means the container is missing (a write needs no
+    blob to exist), which is the deployment's to fix, not a bug of the turn. It is refused
+    as transient, so the turn is retried and then dead-lettered `transient_failure`, for an
+    operator to replay once the container exists (or resources are created)."""
+    try:
+        return await guarded(operation, timeout, service)
+    except NotFound as exc:
+        raise TransientError(
+            f"{service}: the container to write to does not exist: create it, or set"
+            " COSMOS_CREATE_RESOURCES=true"
+        ) from exc
 
 
 def content_disposition(file_name: str) -> str:
