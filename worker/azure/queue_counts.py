@@ -32,6 +32,7 @@ from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.exceptions import SessionCannotBeLockedError
 
 from worker.azure.credentials import is_development_emulator, servicebus_admin, servicebus_client
+from worker.azure.messages import utc_text
 from worker.azure.sessions import MIN_WAIT_SECONDS, close_quietly
 from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, guarded, refused
 from worker.logs import get_logger
@@ -109,7 +110,7 @@ class QueueCounts:
             times = [raw.enqueued_time_utc for raw in peeked if raw.enqueued_time_utc]
             if times and (oldest is None or min(times) < oldest):
                 oldest = min(times)
-        return ActiveMessages(total, oldest.isoformat() if oldest and complete else None)
+        return ActiveMessages(total, utc_text(oldest) if oldest and complete else None)
 
     async def _runtime_counts(self) -> int | None:
         """Active plus scheduled messages from the runtime counts; None when that path is
