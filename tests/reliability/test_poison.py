@@ -434,6 +434,19 @@ def store_cases() -> list[Case]:
         m["turn_id"] = ".."
     c.send({**event, "turn_id": ".."})
 
+    # Ids Blob Storage or a file system cannot hold as a blob name's folders: the same.
+    for kind, bad_id in [
+        ("turn_id_with_a_tab", "turn\tone"),
+        ("turn_id_with_a_256_byte_part", "t" * 256),
+        ("ids_too_long_for_one_blob_name", "/".join(["t" * 200] * 5)),
+    ]:
+        c = case(kind, "schema_invalid")
+        c.conversation()
+        event = c.turn(result=rows())
+        for m in c.messages:
+            m["turn_id"] = bad_id
+        c.send({**event, "turn_id": bad_id})
+
     c = case("malformed_conversation", "schema_invalid")
     c.conversation(user_id=None)
     c.send(c.turn(result=rows()))
