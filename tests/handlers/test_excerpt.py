@@ -353,3 +353,14 @@ def test_a_cell_with_more_decimals_than_a_float_holds_is_decided_exactly(places:
     assert not cell_matches(shown, 1.5)
     if places < 20:  # and one a float does show, written with more zeros than it holds
         assert cell_matches("1." + "0" * places, 1.0)
+
+
+@pytest.mark.parametrize(("first", "second"), [("0", "1"), ("1.", "2."), ("0.", "1.")])
+def test_row_numbers_counted_from_0_or_written_with_a_full_stop_are_row_numbers(
+    first: str, second: str
+) -> None:
+    reply = (
+        "| # | timestamp | value |\n|---|---|---|\n"
+        f"| {first} | 2026-11-19T00:00:00Z | 12.4 |\n| {second} | 2026-11-19T00:00:30Z | 12.4 |\n"
+    )
+    assert excerpt_of(SAMPLES, find_table(reply))

@@ -65,3 +65,11 @@ def test_timestamp_parsing() -> None:
     expected = datetime(2026, 11, 20, 9, 1, 39, tzinfo=UTC)
     assert parse_timestamp("2026-11-20t09:01:39z") == expected  # RFC 3339 allows lower case
     assert parse_timestamp("2026-11-20T10:01:39+01:00") == expected
+
+
+def test_download_file_name_keeps_dots_strips_leading_and_trailing_dots_and_cuts_at_80() -> None:
+    at = datetime(2026, 11, 20, 9, 1, 39, tzinfo=UTC)
+    assert download_file_name("v1.2_export", at, "csv") == "v1.2_export_20261120_090139.csv"
+    assert download_file_name("._list_.", at, "csv") == "list_20261120_090139.csv"
+    assert download_file_name("...", at, "csv") == "export_20261120_090139.csv"
+    assert download_file_name("a" * 100, at, "csv") == "a" * 80 + "_20261120_090139.csv"

@@ -369,3 +369,23 @@ def test_a_polite_verb_that_names_what_to_make_requests_it(verb: str, fmt: str) 
 @pytest.mark.parametrize("verb", _LOOKING_VERBS)
 def test_a_polite_verb_of_looking_at_a_file_requests_nothing(verb: str, fmt: str) -> None:
     assert detect_format(f"Could you {verb} the {fmt}?") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ditch the csv", None),
+        ("send me the data excluding the json", None),
+        ("Forget json, export xml", "xml"),
+        ("Not this table as csv", None),  # a negation opening its clause refuses
+        ("Skip the header or convert it to xml", "xml"),  # "or" + a verb starts a clause
+    ],
+)
+def test_cancels_and_negations_refuse_only_within_their_clause(
+    text: str, expected: RequestFormat | None
+) -> None:
+    assert detect_format(text) == expected
+
+
+def test_a_semicolon_ends_a_sentence_so_a_question_before_it_does_not_swallow_a_request() -> None:
+    assert detect_format("What is xml; export it as json") == "json"

@@ -161,3 +161,16 @@ def test_a_cue_that_is_the_datas_own_name_is_no_computation(
 )
 def test_a_computation_on_data_named_like_a_cue_is_still_derived(text: str) -> None:
     assert is_derived_request(text, lambda named: True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export the totals as csv",
+        "export the top 10 sites as csv",
+        "export the rows with voltage <= 12 as csv",
+        "convert the readings to percent and export as csv",
+    ],
+)
+def test_totals_top_n_comparisons_and_percent_conversions_are_derived(text: str) -> None:
+    assert is_derived_request(text)

@@ -362,3 +362,13 @@ def test_cell_text_forms() -> None:
 def test_normalize_key_keeps_what_isalnum_keeps_of_the_key_lower_cased(key: object) -> None:
     expected = "".join(ch for ch in str(key).lower() if ch.isalnum())
     assert normalize_key(key) == expected
+
+
+def test_record_whose_fields_are_all_empty_is_still_one_row() -> None:
+    # Only empty row keys make a bare envelope; a record's own empty fields are a row.
+    assert rows({"name": None, "note": ""}) == [{"name": None, "note": ""}]
+
+
+def test_truncated_flag_in_a_page_info_block_and_yes_as_a_flag() -> None:
+    assert is_truncated({"items": [{"a": 1}], "pageInfo": {"truncated": True}})
+    assert is_truncated({"items": [{"a": 1}], "truncated": " Yes "})

@@ -559,3 +559,40 @@ def test_an_unfenced_csv_block_is_told_from_the_prose_around_it(
     table = find_table(text)
     assert table is not None
     assert table.columns == (columns or ("device", "location")) and len(table.rows) == rows
+
+
+def test_a_line_with_a_cell_of_eight_words_above_a_block_is_prose() -> None:
+    # An unquoted cell of 8 words or more reads like a sentence: above the header, prose.
+    reply = "Readings were taken at the main pump site, today\ntime,value\n00:00,12.4\n00:01,12.5"
+    assert find_table(reply) == Table(("time", "value"), (("00:00", "12.4"), ("00:01", "12.5")))
+
+
+def test_a_sentence_below_a_block_of_one_row_stays_out_of_it() -> None:
+    reply = "site,value\na,12.4\nLet me know if you need more, happy to help"
+    assert find_table(reply) == Table(("site", "value"), (("a", "12.4"),))
+
+
+def test_a_sentence_opening_with_sure_above_a_block_is_prose() -> None:
+    reply = (
+        "Sure, the hourly samples for the site\n"
+        "timestamp,value\n2026-01-01T00:00:00Z,12.4\n2026-01-01T01:00:00Z,12.5"
+    )
+    table = find_table(reply)
+    assert table is not None and table.columns == ("timestamp", "value")
+
+
+@pytest.mark.parametrize(
+    "sign_off", ["Feel free to ask me, anytime", "Let us know if this helps, thanks"]
+)
+def test_a_sign_off_opening_with_feel_or_naming_us_is_prose(sign_off: str) -> None:
+    reply = f"id,city\nd1,Paris\nd2,Lyon\n{sign_off}"
+    assert find_table(reply) == Table(("id", "city"), (("d1", "Paris"), ("d2", "Lyon")))
+
+
+def test_a_line_of_only_commas_with_another_field_count_ends_the_block() -> None:
+    # Only an elision marker (`...`) inside a block does not end it; empty fields do.
+    assert find_table("a,b\n1,2\n,,,\n3,4") == Table(("a", "b"), (("1", "2"),))
+
+
+def test_a_numbered_list_item_with_a_parenthesis_is_prose() -> None:
+    assert find_table("1) Paris, France\n2) Lyon, France\n3) Nice, France") is None
