@@ -27,6 +27,7 @@ from worker.settings import Settings
 BLOCK_SIZE = 4 * 1024 * 1024
 # Download granularity: bounds what one read holds in memory, whatever the blob's size.
 DOWNLOAD_CHUNK = 4 * 1024 * 1024
+_T = TypeVar("_T")
 _METADATA_KEY = re.compile(r"[^A-Za-z0-9_]")
 # Printable ASCII minus '%' survives as itself; everything else is percent-encoded, so any
 # string round-trips through an HTTP header.
@@ -206,9 +207,6 @@ class AzureBlobUpload:
     def _check_open(self) -> None:
         if self._finished:
             raise RuntimeError("upload already committed or aborted")
-
-
-_T = TypeVar("_T")
 
 
 async def written(operation: Awaitable[_T], timeout: float, service: str) -> _T:
