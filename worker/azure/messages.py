@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from azure.servicebus import ServiceBusReceivedMessage
 
 from worker.ports import FIRST_DELIVERY, DeadLetteredMessage, QueueMessage
+from worker.ports.queue import utc_text
 
 # Kept by Service Bus in the application properties of a dead-lettered message.
 _DEAD_LETTER_KEYS = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
@@ -98,11 +98,6 @@ def delivery_count(raw: ServiceBusReceivedMessage) -> int:
 def _enqueued_at(raw: ServiceBusReceivedMessage) -> str:
     enqueued = raw.enqueued_time_utc
     return utc_text(enqueued) if enqueued is not None else ""
-
-
-def utc_text(at: datetime) -> str:
-    """An instant in the RFC 3339 form the local queue writes: UTC, ending in `Z`."""
-    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def to_queue_message(raw: ServiceBusReceivedMessage) -> QueueMessage:

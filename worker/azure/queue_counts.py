@@ -32,11 +32,11 @@ from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.exceptions import SessionCannotBeLockedError
 
 from worker.azure.credentials import is_development_emulator, servicebus_admin, servicebus_client
-from worker.azure.messages import utc_text
 from worker.azure.sessions import MIN_WAIT_SECONDS, close_quietly
 from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, guarded, refused
 from worker.logs import get_logger
 from worker.ports import TransientError
+from worker.ports.queue import utc_text
 from worker.settings import Settings
 
 PEEK_PAGE = 100

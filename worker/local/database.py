@@ -27,6 +27,7 @@ from typing import TypeVar
 
 from worker.logs import get_logger
 from worker.ports import TransientError
+from worker.ports.queue import utc_text
 
 T = TypeVar("T")
 
@@ -42,7 +43,7 @@ _WAL_RETRY_SECONDS = 0.05
 
 def rfc3339(timestamp: float) -> str:
     """A POSIX timestamp as an RFC 3339 UTC string (what `enqueued_at` and `sent_at` hold)."""
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+    return utc_text(datetime.fromtimestamp(timestamp, UTC))
 
 
 class _Deferred:

@@ -9,6 +9,7 @@ depends only on the role it needs: the runtime on `Consumer`, `export-worker sen
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import msgspec
@@ -40,6 +41,11 @@ def checked_message_id(message_id: str) -> str:
             f"a message id has at most {MAX_MESSAGE_ID} characters, not {len(message_id)}"
         )
     return message_id
+
+
+def utc_text(at: datetime) -> str:
+    """An instant as every adapter writes `enqueued_at`: RFC 3339, UTC, ending in `Z`."""
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 class QueueMessage(msgspec.Struct, frozen=True):
