@@ -1,7 +1,9 @@
-"""The docs quote dead-letter descriptions and log `error` fields as the worker writes them:
+"""Checks that keep the docs true to the code and to themselves.
+
+The docs quote dead-letter descriptions and log `error` fields as the worker writes them:
 `TransientError at timeouts.py:181 from ...`. The file and line in such a quote must be a
 line of ours that raises, so an operator who follows it lands on the raise, not on whatever
-code moved there since."""
+code moved there since. And every page under docs/ is reachable from its index."""
 
 from __future__ import annotations
 
@@ -45,3 +47,10 @@ def test_every_quoted_site_is_a_line_that_raises() -> None:
         assert lines[line - 1].lstrip().startswith("raise "), (
             f"{doc} quotes {name}:{line}, which reads {lines[line - 1].strip()!r}"
         )
+
+
+def test_the_docs_index_links_every_page_of_docs() -> None:
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([^)#]+\.md)\)", index))
+    pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    assert pages - {"README.md"} <= linked, sorted(pages - {"README.md"} - linked)
