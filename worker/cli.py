@@ -53,7 +53,9 @@ cli.add_command(dlq)
 # --------------------------------------------------------------------------------------
 @cli.command()
 @click.option("--drain", is_flag=True, help="Exit 0 once the queue is empty.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Session workers.")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=None, metavar="N", help="Session workers."
+)
 @click.pass_context
 def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
     """Consume turn.completed events until stopped (SIGTERM/SIGINT) or drained."""
@@ -88,7 +90,7 @@ def run(ctx: click.Context, drain: bool, concurrency: int | None) -> None:
 
 
 @cli.command()
-@click.argument("source", type=click.File("rb"))
+@click.argument("source", type=click.File("rb"), metavar="FILE|-")
 def send(source: Any) -> None:
     """Enqueue turn.completed events from FILE (or - for stdin): one JSON object or JSON lines."""
     bodies = _split_bodies(source.read())
@@ -170,7 +172,7 @@ def turns() -> None:
 
 
 @turns.command("list")
-@click.option("--conversation", required=True, help="Conversation id.")
+@click.option("--conversation", metavar="ID", required=True, help="Conversation id.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def turns_list(conversation: str, as_json: bool) -> None:
     """A conversation's turn records, by seq."""
@@ -190,7 +192,7 @@ def turns_list(conversation: str, as_json: bool) -> None:
 
 @turns.command("show")
 @click.argument("turn_id")
-@click.option("--conversation", required=True, help="Conversation id.")
+@click.option("--conversation", metavar="ID", required=True, help="Conversation id.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def turns_show(turn_id: str, conversation: str, as_json: bool) -> None:
     """One turn record, with why its rows were chosen."""
@@ -233,7 +235,7 @@ def exports() -> None:
 
 
 @exports.command("list")
-@click.option("--conversation", default=None, help="Only this conversation.")
+@click.option("--conversation", metavar="ID", default=None, help="Only this conversation.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def exports_list(conversation: str | None, as_json: bool) -> None:
     """Export entries of published turn records."""
@@ -259,7 +261,9 @@ def exports_list(conversation: str | None, as_json: bool) -> None:
 
 @exports.command("get")
 @click.argument("export_id")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH"
+)
 def exports_get(export_id: str, output: Path | None) -> None:
     """The export's bytes: to PATH with -o, else to stdout."""
     if output is not None and not output.parent.is_dir():

@@ -23,7 +23,7 @@ def dlq() -> None:
 
 
 @dlq.command("list")
-@click.option("--reason", default=None, help="Only this reason.")
+@click.option("--reason", default=None, metavar="R", help="Only this reason.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def dlq_list(reason: str | None, as_json: bool) -> None:
     """Dead-lettered messages, oldest first."""
@@ -86,9 +86,9 @@ def _selected(
 
 
 @dlq.command("replay")
-@click.argument("sequence_numbers", nargs=-1, type=int)
+@click.argument("sequence_numbers", nargs=-1, type=int, metavar="[SEQUENCE_NUMBER]...")
 @click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
-@click.option("--reason", default=None, help="Only those with this reason.")
+@click.option("--reason", default=None, metavar="R", help="Only those with this reason.")
 @click.option("--dry-run", is_flag=True, help="Say what would be replayed; change nothing.")
 def dlq_replay(
     sequence_numbers: tuple[int, ...], take_all: bool, reason: str | None, dry_run: bool
@@ -119,7 +119,7 @@ def dlq_replay(
 
 
 @dlq.command("purge")
-@click.argument("sequence_numbers", nargs=-1, type=int)
+@click.argument("sequence_numbers", nargs=-1, type=int, metavar="[SEQUENCE_NUMBER]...")
 @click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
 @click.option("--yes", is_flag=True, help="Confirm: purged messages are gone for good.")
 def dlq_purge(sequence_numbers: tuple[int, ...], take_all: bool, yes: bool) -> None:

@@ -54,3 +54,32 @@ def test_the_docs_index_links_every_page_of_docs() -> None:
     linked = set(re.findall(r"\]\(([^)#]+\.md)\)", index))
     pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
     assert pages - {"README.md"} <= linked, sorted(pages - {"README.md"} - linked)
+
+
+def cli_rows() -> list[str]:
+    """The first cell of each row of cli.md's command table."""
+    text = (ROOT / "docs" / "contract" / "cli.md").read_text(encoding="utf-8")
+    table = text.split("## Commands", 1)[1].split("\n\n", 2)[1]
+    cells = [re.split(r"(?<!\\)\|", line)[1] for line in table.splitlines()[2:]]
+    return [cell.strip().strip("`").replace("\\|", "|") for cell in cells]
+
+
+def test_every_command_of_cli_md_shows_its_documented_names_in_its_help() -> None:
+    from click.testing import CliRunner
+
+    from worker.cli import cli
+
+    rows = cli_rows()
+    assert "send FILE|-" in rows and any(row.startswith("exports get") for row in rows), rows
+    for row in rows:
+        words = row.split()
+        path = [w for w in words[:2] if re.fullmatch(r"[a-z]+", w)]
+        result = CliRunner().invoke(cli, [*path, "--help"])
+        assert result.exit_code == 0, (row, result.output)
+        # The usage line and the options, not the docstring between them (it may name FILE).
+        first, rest = result.output.split("\n", 1)
+        usage = first + rest.split("Options:", 1)[1]
+        # Metavars (FILE, EXPORT_ID, PATH) and options (--output) as cli.md writes them.
+        names = re.findall(r"\b[A-Z][A-Z_]*\b|--[a-z][a-z-]*", row)
+        missing = [n for n in names if not re.search(rf"(?<![\w-]){n}(?![\w-])", usage)]
+        assert not missing, f"`{row}`: --help does not show {missing}"
