@@ -58,14 +58,11 @@ def dlq_show(sequence_number: int) -> None:
     click.echo(json.dumps(shown, ensure_ascii=False, indent=2))
 
 
-def _selected(
-    entries: list[DeadLetteredMessage],
-    numbers: tuple[int, ...],
-    take_all: bool,
-    reason: str | None,
-    *,
-    by_reason: bool,
-) -> list[DeadLetteredMessage]:
+def _check_selection(
+    numbers: tuple[int, ...], take_all: bool, reason: str | None, *, by_reason: bool
+) -> None:
+    """A usage error for a selection that names nothing or too much: raised before the
+    backend is opened, so a mistyped command says so without reaching for a queue."""
     if take_all and numbers:
         raise click.UsageError("name SEQUENCE_NUMBER… or --all, not both")
     if not take_all and not numbers and reason is None:
@@ -74,6 +71,12 @@ def _selected(
             "SEQUENCE_NUMBER…, --all or --reason R" if by_reason else "SEQUENCE_NUMBER… or --all"
         )
         raise click.UsageError(f"name {choices}")
+
+
+def _selected(
+    entries: list[DeadLetteredMessage], numbers: tuple[int, ...], reason: str | None
+) -> list[DeadLetteredMessage]:
+    """The messages a checked selection names (`_check_selection`)."""
     if not numbers:  # --all, or replay's --reason R alone: every one with that reason
         return [d for d in entries if reason is None or d.reason == reason]
     by_number = {d.sequence_number: d for d in entries}
@@ -94,11 +97,10 @@ def dlq_replay(
     sequence_numbers: tuple[int, ...], take_all: bool, reason: str | None, dry_run: bool
 ) -> None:
     """Re-send dead-lettered bodies on their sessions, then remove the dead-lettered copies."""
+    _check_selection(sequence_numbers, take_all, reason, by_reason=True)
 
     async def work(backend: Backend, _: Settings) -> int:
-        chosen = _selected(
-            await backend.queue.dead_letters(), sequence_numbers, take_all, reason, by_reason=True
-        )
+        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, reason)
         if dry_run:
             for d in chosen:
                 click.echo(f"would replay {d.sequence_number}  {d.reason}  {d.session_id or '-'}")
@@ -126,11 +128,10 @@ def dlq_purge(sequence_numbers: tuple[int, ...], take_all: bool, yes: bool) -> N
     """Delete dead-lettered messages for good."""
     if not yes:
         raise click.UsageError("purge deletes for good: add --yes")
+    _check_selection(sequence_numbers, take_all, None, by_reason=False)
 
     async def work(backend: Backend, _: Settings) -> int:
-        chosen = _selected(
-            await backend.queue.dead_letters(), sequence_numbers, take_all, None, by_reason=False
-        )
+        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, None)
         for d in chosen:
             await backend.queue.purge(d.sequence_number)
         return len(chosen)

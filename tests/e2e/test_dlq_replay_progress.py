@@ -65,6 +65,23 @@ def test_a_dlq_command_without_a_choice_of_messages_is_a_usage_error(
     assert len(cli.json("dlq", "list")) == 1
 
 
+@pytest.mark.parametrize(
+    "args",
+    [("replay",), ("replay", "--all", "1"), ("purge", "--yes"), ("purge", "--yes", "--all", "1")],
+)
+def test_a_selection_usage_error_comes_before_the_backend_is_opened(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # An Azure backend with nothing configured: opening it would fail (exit 1,
+    # AzureNotConfigured); the mistyped command must say what is wrong with it instead.
+    cli = Cli(tmp_path, extra_env={"EXPORT_WORKER_BACKEND": "azure"})
+    assert cli.run("dlq", "list", check=False).returncode == 1
+    proc = cli.run("dlq", *args, check=False)
+    assert proc.returncode == 2, proc.stderr.decode()
+    assert "AzureNotConfigured" not in proc.stderr.decode()
+    assert "name SEQUENCE_NUMBER…" in proc.stderr.decode()
+
+
 @pytest.mark.parametrize("command", ["replay", "purge"])
 def test_a_sequence_number_named_twice_is_one_message(tmp_path: Path, command: str) -> None:
     cli = _dead_letters(tmp_path, 2)
