@@ -16,7 +16,7 @@ Here the documents and blobs go to the worker's local backend through
 and Blob Storage writes. On Azure the same three steps are an `upsert_item` per document,
 an `upload_blob` per artifact and a Service Bus queue send (examples/README.md).
 
-    EXPORT_WORKER_HOME=/tmp/demo python examples/chat_service.py --conversation conv_demo
+    EXPORT_WORKER_HOME=/tmp/demo .venv/bin/python examples/chat_service.py --conversation conv_demo
 """
 
 from __future__ import annotations

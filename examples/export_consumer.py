@@ -10,7 +10,7 @@ Locally the topic is the worker's outbox (what `export-worker dev events` lists)
 blob is a file under the local home, read here through the worker's own adapters; on Azure
 the loop is a topic subscription receiver and a blob download (examples/README.md).
 
-    EXPORT_WORKER_HOME=/tmp/demo python examples/export_consumer.py \\
+    EXPORT_WORKER_HOME=/tmp/demo .venv/bin/python examples/export_consumer.py \\
         --conversation conv_demo --count 1 --out ./downloads
 """
 
