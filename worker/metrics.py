@@ -102,8 +102,19 @@ class Metrics(Recorder):
     """The worker's counters, histograms and gauge, on their own registry."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import (
+            CollectorRegistry,
+            Counter,
+            Gauge,
+            Histogram,
+            disable_created_metrics,
+        )
 
+        # No `<name>_created` series: in the Prometheus text format each is a gauge series of
+        # its own beside every counter and histogram series, holding when it was created,
+        # which no alert or dashboard here reads and a managed Prometheus bills per sample.
+        # The switch is prometheus-client's process-wide one; this process exposes only these.
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self._turns = Counter(

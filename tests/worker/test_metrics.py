@@ -145,3 +145,12 @@ def test_openmetrics_is_served_when_asked_for() -> None:
     body, content_type = Metrics().render("application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     assert body.rstrip().endswith(b"# EOF")
+
+
+def test_no_created_series_is_exposed_in_either_format() -> None:
+    metrics = Metrics()
+    metrics.turn_settled("published", 0.2)
+    for accept in ("", "application/openmetrics-text; version=1.0.0"):
+        body, _ = metrics.render(accept)
+        assert b"_created" not in body
+        assert b'export_worker_turns_total{decision="published"} 1.0' in body

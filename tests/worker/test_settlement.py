@@ -77,6 +77,10 @@ def test_a_bug_is_handler_error_with_its_type_and_place_and_never_its_message() 
 def test_descriptions_are_kept_short() -> None:
     fate = settle(PermanentError("schema_invalid", "x" * 5000), 1, POLICY)
     assert isinstance(fate, DeadLetter) and len(fate.description) == MAX_DESCRIPTION
+    # docs/contract/delivery.md: "at most 480 characters"; one that fits is kept whole.
+    assert MAX_DESCRIPTION == 480
+    fits = settle(PermanentError("schema_invalid", "y" * 480), 1, POLICY)
+    assert isinstance(fits, DeadLetter) and fits.description == "y" * 480
 
 
 def test_a_port_error_is_described_by_what_it_was_raised_from_never_by_its_text() -> None:
