@@ -116,6 +116,19 @@ def test_a_description_names_a_bounded_chain_of_causes() -> None:
     assert where_raised(failure) == "TransientError" + " from TransientError" * 3
 
 
+def test_a_description_names_each_cause_in_the_order_it_was_raised_from() -> None:
+    # docs/contract/delivery.md: "from NotFound from ResourceNotFoundError 404".
+    from azure.core.exceptions import ResourceNotFoundError
+
+    missing = ResourceNotFoundError("container SECRET missing")
+    missing.status_code = 404
+    not_found = KeyError("SECRET")
+    not_found.__cause__ = missing
+    failure = TransientError("upload failed")
+    failure.__cause__ = not_found
+    assert where_raised(failure) == ("TransientError from KeyError from ResourceNotFoundError 404")
+
+
 def test_where_raised_without_a_traceback_is_the_type_alone() -> None:
     assert where_raised(ValueError("row 12.45")) == "ValueError"
 
@@ -128,3 +141,6 @@ def test_a_full_disk_is_named_by_its_errno_never_by_its_path() -> None:
     assert fate.description.endswith(" from OSError ENOSPC")
     assert "SECRET" not in fate.description and "/tmp" not in fate.description
     assert where_raised(OSError("no errno")) == "OSError"
+    unknown = TransientError("an errno this platform has no name for")
+    unknown.__cause__ = OSError(99999, "made up", "/tmp/rows-SECRET")
+    assert where_raised(unknown) == "TransientError from OSError"
