@@ -144,3 +144,15 @@ def test_a_full_disk_is_named_by_its_errno_never_by_its_path() -> None:
     unknown = TransientError("an errno this platform has no name for")
     unknown.__cause__ = OSError(99999, "made up", "/tmp/rows-SECRET")
     assert where_raised(unknown) == "TransientError from OSError"
+
+
+def test_the_policy_built_in_place_has_the_documented_defaults() -> None:
+    # docs/contract/configuration.md: MAX_ATTEMPTS 5, BACKOFF_BASE_SECONDS 0.25,
+    # BACKOFF_MAX_SECONDS 30, CALL_ATTEMPTS 4; a RetryPolicy() made without settings (the
+    # handler's own tests, a library caller) must not drift from what the worker runs with.
+    from worker.settings import Settings
+
+    assert RetryPolicy() == RetryPolicy.from_settings(Settings(environ={}))
+    assert RetryPolicy() == RetryPolicy(
+        max_attempts=5, base_seconds=0.25, max_seconds=30.0, call_attempts=4
+    )
