@@ -156,3 +156,40 @@ def test_the_policy_built_in_place_has_the_documented_defaults() -> None:
     assert RetryPolicy() == RetryPolicy(
         max_attempts=5, base_seconds=0.25, max_seconds=30.0, call_attempts=4
     )
+
+
+def test_a_port_call_is_tried_call_attempts_times_in_place_with_a_quarter_of_the_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    slept: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", no_sleep)
+    policy = RetryPolicy(max_attempts=5, base_seconds=0.4, max_seconds=1.0, call_attempts=3)
+    tries = 0
+
+    async def always_fails() -> int:
+        nonlocal tries
+        tries += 1
+        raise TransientError("throttled")
+
+    with pytest.raises(TransientError):
+        asyncio.run(policy.call(always_fails))
+    assert tries == 3
+    # After failure n the wait is delay(n) / 4: 0.4 / 4, then 0.8 / 4 (capped at 1.0 / 4).
+    assert slept == [pytest.approx(0.1), pytest.approx(0.2)]
+
+    tries = 0
+
+    async def fails_twice() -> int:
+        nonlocal tries
+        tries += 1
+        if tries < 3:
+            raise TransientError("throttled")
+        return 7
+
+    assert asyncio.run(policy.call(fails_twice)) == 7 and tries == 3
