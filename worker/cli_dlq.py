@@ -65,8 +65,9 @@ def _check_selection(
     backend is opened, so a mistyped command says so without reaching for a queue."""
     if take_all and numbers:
         raise click.UsageError("name SEQUENCE_NUMBER… or --all, not both")
-    if not take_all and not numbers and reason is None:
-        # Replay's --reason selects on its own; purge has none (it deletes for good).
+    if not take_all and not numbers and (reason is None or not by_reason):
+        # Replay's --reason selects on its own; purge's only narrows numbers or --all (it
+        # deletes for good, so what it deletes is named in full).
         choices = (
             "SEQUENCE_NUMBER…, --all or --reason R" if by_reason else "SEQUENCE_NUMBER… or --all"
         )
@@ -123,17 +124,25 @@ def dlq_replay(
 @dlq.command("purge")
 @click.argument("sequence_numbers", nargs=-1, type=int, metavar="[SEQUENCE_NUMBER]...")
 @click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
+@click.option("--reason", default=None, metavar="R", help="Only those with this reason.")
+@click.option("--dry-run", is_flag=True, help="Say what would be purged; change nothing.")
 @click.option("--yes", is_flag=True, help="Confirm: purged messages are gone for good.")
-def dlq_purge(sequence_numbers: tuple[int, ...], take_all: bool, yes: bool) -> None:
+def dlq_purge(
+    sequence_numbers: tuple[int, ...], take_all: bool, reason: str | None, dry_run: bool, yes: bool
+) -> None:
     """Delete dead-lettered messages for good."""
-    if not yes:
+    if not yes and not dry_run:
         raise click.UsageError("purge deletes for good: add --yes")
-    _check_selection(sequence_numbers, take_all, None, by_reason=False)
+    _check_selection(sequence_numbers, take_all, reason, by_reason=False)
 
     async def work(backend: Backend, _: Settings) -> int:
-        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, None)
+        chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, reason)
         for d in chosen:
-            await backend.queue.purge(d.sequence_number)
+            if dry_run:
+                click.echo(f"would purge {d.sequence_number}  {d.reason}  {d.session_id or '-'}")
+            else:
+                await backend.queue.purge(d.sequence_number)
         return len(chosen)
 
-    click.echo(f"purged {with_backend(work, probe=False)} message(s)", err=True)
+    count = with_backend(work, probe=False)
+    click.echo(f"{'would purge' if dry_run else 'purged'} {count} message(s)", err=True)

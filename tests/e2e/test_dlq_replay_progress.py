@@ -1,7 +1,9 @@
-"""`dlq replay` shows progress on long runs only, on stderr, and stdout stays empty."""
+"""`dlq replay` and `dlq purge`: their selections, progress on long runs only (on stderr), and
+stdout holding only what a dry run would do."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,9 @@ def test_replay_by_reason_alone_takes_every_dead_letter_of_that_reason(tmp_path:
         (("replay",), "name SEQUENCE_NUMBER…, --all or --reason R"),
         (("replay", "--all", "1"), "not both"),
         (("purge", "--yes"), "name SEQUENCE_NUMBER… or --all"),
+        (("purge", "--yes", "--reason", "schema_invalid"), "name SEQUENCE_NUMBER… or --all"),
+        (("purge", "--dry-run"), "name SEQUENCE_NUMBER… or --all"),
+        (("purge", "--all"), "add --yes"),
     ],
 )
 def test_a_dlq_command_without_a_choice_of_messages_is_a_usage_error(
@@ -96,3 +101,48 @@ def test_a_sequence_number_named_twice_is_one_message(tmp_path: Path, command: s
         done = cli.run("dlq", "purge", first, first, "--yes")
         assert done.stderr.decode().splitlines()[-1] == "purged 1 message(s)"
     assert [str(d["sequence_number"]) for d in cli.json("dlq", "list")] == [second]
+
+
+def _two_reasons(tmp_path: Path) -> tuple[Cli, str, str]:
+    """A home with one `schema_invalid` and one `conversation_not_found` dead letter."""
+    cli = _dead_letters(tmp_path, 1)
+    cli.extra_env = {"EXPORT_WORKER_MAX_ATTEMPTS": "1"}
+    event = {
+        "type": "turn.completed",
+        "version": 1,
+        "event_id": "evt_nowhere",
+        "occurred_at": "2026-11-20T09:01:39Z",
+        "conversation_id": "conv_nowhere",
+        "user_id": "user_alice",
+        "turn_id": "turn_nowhere",
+        "user_message_id": "msg_nowhere_1",
+        "reply_message_id": "msg_nowhere_2",
+        "history_limit": 10,
+    }
+    cli.run("send", "-", input=json.dumps(event).encode())
+    cli.run("run", "--drain")
+    by_reason = {d["reason"]: str(d["sequence_number"]) for d in cli.json("dlq", "list")}
+    assert set(by_reason) == {"schema_invalid", "conversation_not_found"}
+    return cli, by_reason["schema_invalid"], by_reason["conversation_not_found"]
+
+
+def test_purge_all_of_one_reason_leaves_the_others_and_a_dry_run_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    cli, invalid, missing = _two_reasons(tmp_path)
+    dry = cli.run("dlq", "purge", "--all", "--reason", "schema_invalid", "--dry-run")
+    assert dry.stdout.decode().splitlines() == [f"would purge {invalid}  schema_invalid  -"]
+    assert dry.stderr.decode().splitlines()[-1] == "would purge 1 message(s)"
+    assert len(cli.json("dlq", "list")) == 2
+    done = cli.run("dlq", "purge", "--all", "--reason", "schema_invalid", "--yes")
+    assert done.stderr.decode().splitlines()[-1] == "purged 1 message(s)" and done.stdout == b""
+    assert [str(d["sequence_number"]) for d in cli.json("dlq", "list")] == [missing]
+
+
+def test_purge_by_number_with_a_reason_purges_only_the_numbers_of_that_reason(
+    tmp_path: Path,
+) -> None:
+    cli, invalid, missing = _two_reasons(tmp_path)
+    done = cli.run("dlq", "purge", invalid, missing, "--reason", "conversation_not_found", "--yes")
+    assert done.stderr.decode().splitlines()[-1] == "purged 1 message(s)"
+    assert [str(d["sequence_number"]) for d in cli.json("dlq", "list")] == [invalid]
