@@ -9,11 +9,12 @@ outside its enum is counted as `other`, so an id or a row value can never become
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal, get_args
 
 from handlers.errors import DeadLetterReason
 from schemas.vocabulary import EXPORT_FORMATS, Decision
+from worker.ports.queue import seconds_since
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -42,20 +43,6 @@ WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800
 def bounded(value: str | None, allowed: Iterable[str]) -> str:
     """`value` when it is one of `allowed`, else `other`: labels stay a closed set."""
     return value if value is not None and value in allowed else OTHER
-
-
-def seconds_between(start: str, end: datetime) -> float | None:
-    """Seconds from an RFC 3339 time to `end` (never negative: clocks skew); None when
-    `start` is empty or not a time."""
-    if not start:
-        return None
-    try:
-        at = datetime.fromisoformat(start.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return max(0.0, (end - at).total_seconds())
 
 
 class Recorder:
@@ -182,7 +169,7 @@ class Metrics(Recorder):
     # -- what the runtime records --------------------------------------------------------
     def handling_started(self, enqueued_at: str, now: datetime) -> None:
         """A delivery's handling began: observe how long it waited in the queue."""
-        waited = seconds_between(enqueued_at, now)
+        waited = seconds_since(enqueued_at, now)
         if waited is not None:
             self._queue_wait.observe(waited)
 
@@ -198,7 +185,7 @@ class Metrics(Recorder):
         self._exports.labels(format=bounded(export_format, FORMATS)).inc()
         self._rows.observe(rows)
         self._bytes.observe(size_bytes)
-        latency = seconds_between(occurred_at, now)
+        latency = seconds_since(occurred_at, now)
         if latency is not None:
             self._end_to_end.observe(latency)
 

@@ -8,10 +8,11 @@ skewed against the queue's says so (ages are never negative).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from worker.ports import QueueStats
+from worker.ports.queue import seconds_since
 
 if TYPE_CHECKING:  # the record's struct is imported by the turns that build one
     from schemas.records import TurnRecord
@@ -59,17 +60,9 @@ def status_lines(fields: dict[str, Any]) -> Iterator[str]:
 
 
 def age_seconds(at: str | None, now: datetime) -> float | None:
-    """Seconds from an RFC 3339 time to `now`, rounded to milliseconds (never negative);
-    None when `at` is missing or not a time."""
-    if not at:
-        return None
-    try:
-        then = datetime.fromisoformat(at.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
-    return round(max(0.0, (now - then).total_seconds()), 3)
+    """`seconds_since`, rounded to milliseconds."""
+    seconds = seconds_since(at, now)
+    return None if seconds is None else round(seconds, 3)
 
 
 def _duration(seconds: float) -> str:

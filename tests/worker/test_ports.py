@@ -213,3 +213,19 @@ def test_a_seeded_plan_fails_the_same_calls_of_an_operation_however_calls_interl
     assert outcomes(interleaved) == apart
     kinds = {text.split(":")[0] for text in apart.values()}
     assert kinds == {"ok", "start", "end"}  # failed before, after, and not at all
+
+
+def test_enqueue_times_are_written_in_utc_with_z_and_read_back_as_ages() -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from worker.ports.queue import seconds_since, utc_text
+
+    now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+    east = datetime(2026, 3, 1, 13, 0, 0, tzinfo=timezone(timedelta(hours=2)))
+    assert utc_text(east) == "2026-03-01T11:00:00Z"
+    assert seconds_since(utc_text(east), now) == 3600.0
+    assert seconds_since("2026-03-01T11:59:30", now) == 30.0  # no offset: UTC
+    assert seconds_since("2026-03-01T12:00:05+00:00", now) == 0.0  # a clock ahead of ours
+    assert seconds_since("", now) is None
+    assert seconds_since(None, now) is None
+    assert seconds_since("yesterday", now) is None

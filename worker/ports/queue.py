@@ -48,6 +48,21 @@ def utc_text(at: datetime) -> str:
     return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def seconds_since(at: str | None, now: datetime) -> float | None:
+    """Seconds from an RFC 3339 time (`utc_text`'s, an event's `occurred_at`; one without an
+    offset is read as UTC) to `now`, never negative: clocks skew. None when `at` is missing
+    or not a time."""
+    if not at:
+        return None
+    try:
+        then = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    return max(0.0, (now - then).total_seconds())
+
+
 class QueueMessage(msgspec.Struct, frozen=True):
     """A peek-locked message; settle it through the session that delivered it."""
 
