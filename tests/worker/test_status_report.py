@@ -91,3 +91,16 @@ def test_a_queue_that_cannot_report_its_oldest_message_says_so() -> None:
 def test_a_clock_behind_the_queues_never_gives_a_negative_age() -> None:
     stats = QueueStats(1, 0, {}, "2026-11-20T09:06:00Z")
     assert status_fields(stats, None, NOW, "local")["oldest_message_age_seconds"] == 0.0
+
+
+def test_ages_read_in_seconds_minutes_hours_then_days() -> None:
+    def oldest_line(enqueued_at: str) -> str:
+        fields = status_fields(QueueStats(1, 0, {}, enqueued_at), None, NOW, "local")
+        return list(status_lines(fields))[2].split(" (enqueued")[0]
+
+    assert oldest_line("2026-11-20T09:03:00.100Z") == "oldest message   119.9 s old"
+    assert oldest_line("2026-11-20T09:03:00Z") == "oldest message   2.0 min old"
+    assert oldest_line("2026-11-20T07:05:00.5Z") == "oldest message   120.0 min old"
+    assert oldest_line("2026-11-20T07:05:00Z") == "oldest message   2.0 h old"
+    assert oldest_line("2026-11-18T09:05:01Z") == "oldest message   48.0 h old"
+    assert oldest_line("2026-11-18T09:05:00Z") == "oldest message   2.0 d old"
