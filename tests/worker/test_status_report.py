@@ -104,3 +104,8 @@ def test_ages_read_in_seconds_minutes_hours_then_days() -> None:
     assert oldest_line("2026-11-20T07:05:00Z") == "oldest message   2.0 h old"
     assert oldest_line("2026-11-18T09:05:01Z") == "oldest message   48.0 h old"
     assert oldest_line("2026-11-18T09:05:00Z") == "oldest message   2.0 d old"
+
+
+def test_ages_are_rounded_to_milliseconds() -> None:
+    stats = QueueStats(1, 0, {}, "2026-11-20T09:04:30.250400Z")
+    assert status_fields(stats, None, NOW, "local")["oldest_message_age_seconds"] == 29.75
