@@ -146,3 +146,20 @@ def test_purge_by_number_with_a_reason_purges_only_the_numbers_of_that_reason(
     done = cli.run("dlq", "purge", invalid, missing, "--reason", "conversation_not_found", "--yes")
     assert done.stderr.decode().splitlines()[-1] == "purged 1 message(s)"
     assert [str(d["sequence_number"]) for d in cli.json("dlq", "list")] == [invalid]
+
+
+def test_dlq_show_prints_one_message_with_its_body_and_a_missing_one_is_an_error(
+    tmp_path: Path,
+) -> None:
+    cli = _dead_letters(tmp_path, 1)
+    (listed,) = cli.json("dlq", "list")
+    shown = json.loads(cli.run("dlq", "show", str(listed["sequence_number"])).stdout)
+    assert {k: shown[k] for k in listed} == listed
+    assert shown["body"] == '{"not": "an event 0"}' and shown["properties"] == {}
+    missing = cli.run("dlq", "show", str(listed["sequence_number"] + 1), check=False)
+    assert missing.returncode == 1 and missing.stdout == b""
+    assert (
+        missing.stderr.decode()
+        .strip()
+        .endswith(f"no dead-lettered message {listed['sequence_number'] + 1}")
+    )
