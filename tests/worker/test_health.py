@@ -12,6 +12,7 @@ from worker.health import (
     LivenessState,
     Readiness,
     ReadinessState,
+    Unreachable,
     liveness_verdict,
     readiness_verdict,
 )
@@ -184,3 +185,124 @@ def test_without_a_check_open_adapters_are_ready() -> None:
         assert (await ready.verdict()).status == "ready"
 
     asyncio.run(main())
+
+
+# -- bounds, exactly ------------------------------------------------------------------------
+def test_each_liveness_bound_is_inclusive_and_the_verdicts_say_how_far_they_are() -> None:
+    def at(created: float, now: float) -> tuple[str, object]:
+        verdict = liveness_verdict(LivenessState(created_at=created), now, BOUNDS)
+        return verdict.status, verdict.detail["seconds_since_created"]
+
+    assert at(5.0, 65.0) == ("starting", 60.0)
+    assert at(5.0, 65.5) == ("not_started", 60.5)
+
+    turn = started(last_progress_at=700.0, turns_started_at=(100.0,))
+    assert liveness_verdict(turn, 700.0, BOUNDS).status == "progressing"  # exactly 600 s
+    assert liveness_verdict(turn, 700.5, BOUNDS).detail == {"oldest_turn_seconds": 600.5}
+
+    wait = started(last_progress_at=160.0, waits=((120.0, 40.0),))
+    assert liveness_verdict(wait, 165.0, BOUNDS).status == "progressing"  # 40 + 5 exactly
+    overrun = liveness_verdict(wait, 165.25, BOUNDS)
+    assert overrun.body() == {
+        "status": "wait_overrun",
+        "wait_seconds": 45.25,
+        "wait_bound_seconds": 40.0,
+    }
+
+    assert liveness_verdict(started(last_progress_at=100.0), 130.0, BOUNDS).ok  # 30 s exactly
+
+
+def test_the_default_bounds_are_the_runbooks() -> None:
+    # docs/operations.md: start_seconds 120, stall_seconds 120, wait_slack_seconds 30; the
+    # runtime passes MAX_LOCK_RENEWAL_SECONDS as max_turn_seconds (an hour by default).
+    assert LivenessBounds() == LivenessBounds(
+        start_seconds=120.0, stall_seconds=120.0, wait_slack_seconds=30.0, max_turn_seconds=3600.0
+    )
+
+
+def test_the_check_runs_at_most_every_ten_seconds_by_default() -> None:
+    clock = FakeClock()
+    check = Check()
+    ready = Readiness(check, clock=clock)
+
+    async def main() -> None:
+        ready.opened()
+        assert (await ready.verdict()).ok and check.calls == 1
+        clock.advance(9.5)
+        assert (await ready.verdict()).ok and check.calls == 1
+        clock.advance(0.5)
+        assert (await ready.verdict()).ok and check.calls == 2
+
+    asyncio.run(main())
+
+
+def test_an_unreachable_dependency_is_named_with_how_long_ago_it_was_checked() -> None:
+    clock = FakeClock()
+    ready = Readiness(clock=clock, check_every=10)
+
+    async def main() -> None:
+        # The check often needs the opened adapters: opened() brings it.
+        ready.opened(Check(Unreachable("blobs", "TimeoutError")))
+        failed = await ready.verdict()
+        assert ready.state() == ReadinessState(
+            opened=True, checked_at=1000.0, check_error="TimeoutError", dependency="blobs"
+        )
+        assert failed.body()["dependency"] == "blobs"
+        clock.advance(2.5)
+        assert (await ready.verdict()).body() == {
+            "status": "unreachable",
+            "error": "TimeoutError",
+            "checked_ago": 2.5,
+            "dependency": "blobs",
+        }
+
+    asyncio.run(main())
+    never_checked = ReadinessState(opened=True, check_error="ConnectionError")
+    assert readiness_verdict(never_checked, 50.0).detail["checked_ago"] == 0.0
+
+
+def test_busy_and_idle_are_healthy_and_unreachable_is_not() -> None:
+    busy = liveness_verdict(
+        started(last_progress_at=100.0, turns_started_at=(100.0,)), 500.0, BOUNDS
+    )
+    idle = liveness_verdict(started(last_progress_at=100.0, waits=((120.0, 40.0),)), 164.0, BOUNDS)
+    assert (busy.ok, busy.status) == (True, "busy")
+    assert (idle.ok, idle.status) == (True, "idle")
+    failed = readiness_verdict(ReadinessState(opened=True, check_error="OSError"), 0.0)
+    assert (failed.ok, failed.status) == (False, "unreachable")
+
+
+def test_every_number_a_verdict_shows_is_rounded_to_milliseconds() -> None:
+    tiny = 0.0004  # lost in the rounding
+    assert liveness_verdict(LivenessState(created_at=0.0), 1.0 + tiny, BOUNDS).detail == {
+        "seconds_since_created": 1.0
+    }
+    progress = liveness_verdict(started(last_progress_at=100.0), 101.0 + tiny, BOUNDS)
+    assert progress.detail["seconds_since_progress"] == 1.0
+    turn = started(turns_started_at=(100.0,))
+    assert liveness_verdict(turn, 701.0 + tiny, BOUNDS).detail == {"oldest_turn_seconds": 601.0}
+    wait = started(waits=((120.0, 40.0),))
+    assert liveness_verdict(wait, 166.0 + tiny, BOUNDS).detail["wait_seconds"] == 46.0
+    checked = ReadinessState(opened=True, checked_at=10.0, check_error="OSError")
+    assert (
+        readiness_verdict(
+            checked,
+            11.0 + tiny,
+        ).detail["checked_ago"]
+        == 1.0
+    )
+
+
+def test_the_check_is_given_five_seconds_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/operations.md: "run at most every 10 s, 5 s timeout".
+    given: list[float] = []
+    wait_for = asyncio.wait_for
+
+    async def recording(awaitable: object, timeout: float) -> object:
+        given.append(timeout)
+        return await wait_for(awaitable, timeout)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "wait_for", recording)
+    ready = Readiness(Check(), clock=FakeClock())
+    ready.opened()
+    assert asyncio.run(ready.verdict()).ok and given == [5.0]
