@@ -163,3 +163,18 @@ def test_dlq_show_prints_one_message_with_its_body_and_a_missing_one_is_an_error
         .strip()
         .endswith(f"no dead-lettered message {listed['sequence_number'] + 1}")
     )
+
+
+@pytest.mark.parametrize("command", [("replay",), ("purge", "--yes")])
+def test_a_number_that_is_not_dead_lettered_fails_the_command_and_changes_nothing(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    cli = _dead_letters(tmp_path, 1)
+    (listed,) = cli.json("dlq", "list")
+    absent = str(listed["sequence_number"] + 7)
+    proc = cli.run("dlq", *command, str(listed["sequence_number"]), absent, check=False)
+    assert proc.returncode == 1
+    assert (
+        proc.stderr.decode().strip().splitlines()[-1].endswith(f"no dead-lettered message {absent}")
+    )
+    assert cli.json("dlq", "list") == [listed]
