@@ -154,3 +154,22 @@ def test_no_created_series_is_exposed_in_either_format() -> None:
         body, _ = metrics.render(accept)
         assert b"_created" not in body
         assert b'export_worker_turns_total{decision="published"} 1.0' in body
+
+
+def test_every_known_label_value_is_exposed_from_the_start_at_zero() -> None:
+    # docs/operations.md: "Every known label value is exported from the start at 0", so a
+    # rate() or an alert on a reason has a series before its first event.
+    families = exposed(Metrics())
+    for family, label, values in (
+        ("export_worker_turns", "decision", (*DECISIONS, "other")),
+        ("export_worker_exports", "format", (*FORMATS, "other")),
+        ("export_worker_dead_letters", "reason", (*DEAD_LETTER_REASONS, "other")),
+    ):
+        totals = {s[1][label]: s[2] for s in families[family] if s[0].endswith("_total")}
+        assert totals == dict.fromkeys(values, 0.0), family
+    counts = {
+        s[1]["outcome"]: s[2]
+        for s in families["export_worker_turn_duration_seconds"]
+        if s[0].endswith("_count")
+    }
+    assert counts == dict.fromkeys(OUTCOMES, 0.0)
