@@ -153,6 +153,10 @@ def test_dlq_show_prints_one_message_with_its_body_and_a_missing_one_is_an_error
 ) -> None:
     cli = _dead_letters(tmp_path, 1)
     (listed,) = cli.json("dlq", "list")
+    # Without --json: one line each, a message without a session shown as "-".
+    assert cli.run("dlq", "list").stdout.decode() == (
+        f"{listed['sequence_number']}  schema_invalid  -  {listed['description']}\n"
+    )
     shown = json.loads(cli.run("dlq", "show", str(listed["sequence_number"])).stdout)
     assert {k: shown[k] for k in listed} == listed
     assert shown["body"] == '{"not": "an event 0"}' and shown["properties"] == {}
