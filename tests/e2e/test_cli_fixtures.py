@@ -403,3 +403,22 @@ def test_more_attempts_than_the_local_queue_delivers_stops_run_not_the_operators
     assert proc.returncode == 1
     last = proc.stderr.decode().strip().splitlines()[-1]
     assert "EXPORT_WORKER_MAX_ATTEMPTS must be at most 10 on the local backend" in last
+
+
+def test_state_changing_commands_say_what_they_did_on_stderr_only(cli: Cli) -> None:
+    # docs/contract/cli.md: their summary goes to stderr, so stdout holds only data.
+    seeded = cli.run("dev", "seed", str(FIXTURES / "headline.fixture.json"))
+    assert seeded.stdout == b""
+    assert seeded.stderr.decode().strip() == (
+        "seeded 1 conversation(s), 7 message(s), 4 artifact(s), 1 event(s)"
+    )
+    sent = cli.run("send", "-", input=b'{"not": "an event"}\n{"nor": "this"}\n')
+    assert sent.stdout == b"" and sent.stderr.decode().strip() == "enqueued 2 event(s)"
+
+
+def test_the_log_level_given_before_run_wins_over_runs_default(cli: Cli) -> None:
+    cli.run("dev", "seed", str(FIXTURES / "headline.fixture.json"))
+    quiet = cli.run("--log-level", "warning", "run", "--drain")
+    assert b"worker_started" not in quiet.stderr and b"turn_published" not in quiet.stderr
+    cli.run("dev", "seed", str(FIXTURES / "two_small_groups.fixture.json"))
+    assert b"worker_started" in cli.run("run", "--drain").stderr  # run's default: info
