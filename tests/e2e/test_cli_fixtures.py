@@ -422,3 +422,13 @@ def test_the_log_level_given_before_run_wins_over_runs_default(cli: Cli) -> None
     assert b"worker_started" not in quiet.stderr and b"turn_published" not in quiet.stderr
     cli.run("dev", "seed", str(FIXTURES / "two_small_groups.fixture.json"))
     assert b"worker_started" in cli.run("run", "--drain").stderr  # run's default: info
+
+
+def test_the_log_level_reaches_commands_other_than_run_as_json_lines_on_stderr(cli: Cli) -> None:
+    # Every command configures logging (warning unless told): at debug, even asyncio's
+    # "Using selector" line is a JSON line on stderr, and stdout still holds only the JSON.
+    proc = cli.run("--log-level", "debug", "status", "--json")
+    assert isinstance(json.loads(proc.stdout), dict)
+    lines = [json.loads(line) for line in proc.stderr.decode().splitlines()]
+    assert lines and any(line["level"] == "debug" for line in lines)
+    assert cli.run("status", "--json").stderr == b""  # warning by default: nothing to say
