@@ -373,6 +373,14 @@ def test_setup_mistakes_fail_in_one_line_that_names_what_to_fix(cli: Cli, tmp_pa
     malformed.write_text(json.dumps({"conversations": 5}))
     line = one_line_failure(cli.run("dev", "seed", str(malformed), check=False))
     assert "'conversations' must be an array" in line
+    for body, says in (
+        ([], "is not a JSON object"),
+        ({"events": {}}, "'events' must be an array"),
+        ({"artifacts": []}, "'artifacts' must be an object"),
+    ):
+        malformed.write_text(json.dumps(body))
+        line = one_line_failure(cli.run("dev", "seed", str(malformed), check=False))
+        assert says in line, line
     a_file = tmp_path / "home-file"
     a_file.write_text("")
     cli.extra_env = {"EXPORT_WORKER_HOME": str(a_file)}
@@ -432,3 +440,11 @@ def test_the_log_level_reaches_commands_other_than_run_as_json_lines_on_stderr(c
     lines = [json.loads(line) for line in proc.stderr.decode().splitlines()]
     assert lines and any(line["level"] == "debug" for line in lines)
     assert cli.run("status", "--json").stderr == b""  # warning by default: nothing to say
+
+
+def test_status_without_json_prints_its_readable_lines(cli: Cli) -> None:
+    cli.run("dev", "seed", str(FIXTURES / "headline.fixture.json"))
+    lines = cli.run("status").stdout.decode().splitlines()
+    assert [line.split()[0] for line in lines] == ["backend", "queue", "oldest", "dead", "last"]
+    assert lines[0] == "backend          local" and lines[1] == "queue depth      1"
+    assert lines[4] == "last export      none yet"
