@@ -448,3 +448,30 @@ def test_status_without_json_prints_its_readable_lines(cli: Cli) -> None:
     assert [line.split()[0] for line in lines] == ["backend", "queue", "oldest", "dead", "last"]
     assert lines[0] == "backend          local" and lines[1] == "queue depth      1"
     assert lines[4] == "last export      none yet"
+
+
+def test_turns_list_without_json_prints_one_line_a_turn(cli: Cli) -> None:
+    fixture, _ = load_fixture("relevance")
+    cli.run("dev", "seed", str(FIXTURES / "relevance.fixture.json"))
+    cli.run("run", "--drain")
+    cid = fixture["events"][0]["conversation_id"]
+    records = cli.json("turns", "list", "--conversation", cid)
+    assert [r["decision"] for r in records] == ["no_request", "no_request", "published"]
+    lines = cli.run("turns", "list", "--conversation", cid).stdout.decode().splitlines()
+    first, second, third = records
+    assert lines == [
+        f"{first['seq']}  {first['turn_id']}  no_request  -  ",  # no format, no rows
+        f"{second['seq']}  {second['turn_id']}  no_request  -  ",
+        f"{third['seq']}  {third['turn_id']}  published  csv  {third['export']['row_count']}",
+    ]
+
+
+def test_exports_get_without_output_writes_the_files_bytes_to_stdout(cli: Cli) -> None:
+    cli.run("dev", "seed", str(FIXTURES / "headline.fixture.json"))
+    cli.run("run", "--drain")
+    [export] = cli.json("exports", "list")
+    streamed = cli.run("exports", "get", export["export_id"])
+    assert streamed.stdout == cli.export_bytes(export["export_id"]) and streamed.stderr == b""
+    assert hashlib.sha256(streamed.stdout).hexdigest() == export["sha256"]
+    to_a_folder = cli.run("exports", "get", export["export_id"], "-o", str(cli.home), check=False)
+    assert to_a_folder.returncode == 2 and b"is a directory" in to_a_folder.stderr
