@@ -475,3 +475,14 @@ def test_exports_get_without_output_writes_the_files_bytes_to_stdout(cli: Cli) -
     assert hashlib.sha256(streamed.stdout).hexdigest() == export["sha256"]
     to_a_folder = cli.run("exports", "get", export["export_id"], "-o", str(cli.home), check=False)
     assert to_a_folder.returncode == 2 and b"is a directory" in to_a_folder.stderr
+
+
+def test_run_takes_one_session_worker_or_more(cli: Cli) -> None:
+    cli.run("dev", "seed", str(FIXTURES / "headline.fixture.json"))
+    refused = cli.run("run", "--drain", "--concurrency", "0", check=False)
+    assert refused.returncode == 2 and b"--concurrency" in refused.stderr
+    one = cli.run("run", "--drain", "--concurrency", "1")
+    logged = [json.loads(line) for line in one.stderr.decode().splitlines()]
+    (started,) = [line for line in logged if line["event"] == "worker_started"]
+    assert started["concurrency"] == 1
+    assert len(cli.json("exports", "list")) == 1
