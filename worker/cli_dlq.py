@@ -89,6 +89,11 @@ def _selected(
     return [by_number[n] for n in chosen if reason is None or by_number[n].reason == reason]
 
 
+def _brief(d: DeadLetteredMessage) -> str:
+    """A dry run's line for one message: its number, reason and session ("-" for none)."""
+    return f"{d.sequence_number}  {d.reason}  {d.session_id or '-'}"
+
+
 @dlq.command("replay")
 @click.argument("sequence_numbers", nargs=-1, type=int, metavar="[SEQUENCE_NUMBER]...")
 @click.option("--all", "take_all", is_flag=True, help="Every dead-lettered message.")
@@ -104,7 +109,7 @@ def dlq_replay(
         chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, reason)
         if dry_run:
             for d in chosen:
-                click.echo(f"would replay {d.sequence_number}  {d.reason}  {d.session_id or '-'}")
+                click.echo(f"would replay {_brief(d)}")
             return len(chosen)
         with click.progressbar(
             length=len(chosen),
@@ -139,7 +144,7 @@ def dlq_purge(
         chosen = _selected(await backend.queue.dead_letters(), sequence_numbers, reason)
         for d in chosen:
             if dry_run:
-                click.echo(f"would purge {d.sequence_number}  {d.reason}  {d.session_id or '-'}")
+                click.echo(f"would purge {_brief(d)}")
             else:
                 await backend.queue.purge(d.sequence_number)
         return len(chosen)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_driver import Cli
+from cli_driver import Cli, load_fixture
 
 from worker.cli_dlq import PROGRESS_FROM
 
@@ -107,18 +107,8 @@ def _two_reasons(tmp_path: Path) -> tuple[Cli, str, str]:
     """A home with one `schema_invalid` and one `conversation_not_found` dead letter."""
     cli = _dead_letters(tmp_path, 1)
     cli.extra_env = {"EXPORT_WORKER_MAX_ATTEMPTS": "1"}
-    event = {
-        "type": "turn.completed",
-        "version": 1,
-        "event_id": "evt_nowhere",
-        "occurred_at": "2026-11-20T09:01:39Z",
-        "conversation_id": "conv_nowhere",
-        "user_id": "user_alice",
-        "turn_id": "turn_nowhere",
-        "user_message_id": "msg_nowhere_1",
-        "reply_message_id": "msg_nowhere_2",
-        "history_limit": 10,
-    }
+    fixture, _ = load_fixture("headline")  # its event, for a conversation never stored
+    event = {**fixture["events"][0], "conversation_id": "conv_nowhere"}
     cli.run("send", "-", input=json.dumps(event).encode())
     cli.run("run", "--drain")
     by_reason = {d["reason"]: str(d["sequence_number"]) for d in cli.json("dlq", "list")}
