@@ -4,6 +4,7 @@ observer: metrics by decision, outcome and reason, liveness, spans, and the read
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -16,13 +17,18 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from handlers.errors import RetryableError
+from handlers.errors import PermanentError, RetryableError
 from worker.handler import TurnHandler
-from worker.health import Readiness, Unreachable
+from worker.health import Liveness, Readiness, Unreachable
 from worker.local.backend import open_local_backend
 from worker.local.outbox import LocalOutbox
 from worker.metrics import Metrics, Unexposed
-from worker.operations import Operations, operations_endpoint, reachability_check
+from worker.operations import (
+    READ_TIMEOUT_SECONDS,
+    Operations,
+    operations_endpoint,
+    reachability_check,
+)
 from worker.ports import Backend, LockLost, NotFound, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
@@ -130,7 +136,7 @@ def test_retries_and_lost_locks_are_counted_with_their_outcome(tmp_path: Path) -
     operations = Operations(metrics)
     script: dict[bytes, list[Any]] = {
         b"flaky": [RetryableError("artifact_missing", "not yet"), "no_request"],
-        b"stolen": [LockLost("the session moved on")],
+        b"stolen": [LockLost("the session moved on"), "no_request"],  # then redelivered
     }
 
     async def prepare(backend: Backend) -> None:
@@ -141,7 +147,8 @@ def test_retries_and_lost_locks_are_counted_with_their_outcome(tmp_path: Path) -
     duration = "export_worker_turn_duration_seconds_count"
     assert sample(metrics, "export_worker_retries_total") == 1
     assert sample(metrics, duration, outcome="retried") == 1
-    assert sample(metrics, "export_worker_turns_total", decision="no_request") == 1
+    assert sample(metrics, "export_worker_turns_total", decision="no_request") == 2
+    assert sample(metrics, "export_worker_dead_letters_total", reason="handler_error") == 0
     assert sample(metrics, "export_worker_lock_lost_total") == 1
     assert sample(metrics, duration, outcome="lock_lost") == 1
 
@@ -170,6 +177,86 @@ def test_a_turn_past_the_shutdown_grace_is_counted_as_abandoned(tmp_path: Path) 
     duration = "export_worker_turn_duration_seconds_count"
     assert sample(metrics, duration, outcome="abandoned") == 1
     assert sample(metrics, duration, outcome="completed") == 0
+
+
+def traced() -> tuple[Operations, InMemorySpanExporter, TracerProvider]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Operations(tracing=from_provider(provider)), exporter, provider
+
+
+def turn_spans(exporter: InMemorySpanExporter) -> list[dict[str, Any]]:
+    return [dict(s.attributes or {}) for s in exporter.get_finished_spans() if s.name == "turn"]
+
+
+def test_every_outcome_of_a_delivery_is_on_its_turns_span(tmp_path: Path) -> None:
+    operations, exporter, provider = traced()
+    script: dict[bytes, list[Any]] = {
+        b"flaky": [RetryableError("artifact_missing", "not yet"), "no_request"],
+        b"stolen": [LockLost("the session moved on"), "no_request"],  # then redelivered
+        b"broken": [PermanentError("schema_invalid", "turn_id: missing")],
+    }
+
+    async def prepare(backend: Backend) -> None:
+        for n, body in enumerate(script):
+            await backend.queue.send(body, f"s{n}")
+
+    drained(tmp_path, operations, prepare, handler=lambda _: Scripted(script))
+    outcomes = sorted(
+        (a["export_worker.outcome"], a.get("export_worker.dead_letter_reason"))
+        for a in turn_spans(exporter)
+    )
+    assert outcomes == [
+        ("completed", None),
+        ("completed", None),
+        ("dead_lettered", "schema_invalid"),
+        ("lock_lost", None),
+        ("retried", None),
+    ]
+    provider.shutdown()
+
+
+def test_a_turn_abandoned_on_shutdown_says_so_on_its_span(tmp_path: Path) -> None:
+    operations, exporter, provider = traced()
+    started = asyncio.Event()
+
+    class Slow:
+        async def handle(self, message: QueueMessage) -> Any:
+            started.set()
+            await asyncio.Event().wait()  # never finishes on its own
+
+    async def main() -> None:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        await backend.queue.send(b"slow", "s")
+        runtime = runtime_for(Slow(), backend, operations, shutdown_grace=0)
+        task = asyncio.create_task(runtime.run())
+        await asyncio.wait_for(started.wait(), timeout=10)
+        runtime.stop()
+        await asyncio.wait_for(task, timeout=10)
+        await backend.close()
+
+    asyncio.run(main())
+    assert [a["export_worker.outcome"] for a in turn_spans(exporter)] == ["abandoned"]
+    provider.shutdown()
+
+
+def test_a_session_taken_or_let_go_is_progress_for_liveness() -> None:
+    now = [100.0]
+    operations = Operations(Unexposed(), Liveness(lambda: now[0]))
+    operations.loop_started()
+    now[0] = 130.0
+    operations.session_acquired()
+    assert operations.liveness.state().last_progress_at == 130.0
+    now[0] = 170.0
+    operations.session_released()
+    assert operations.liveness.state().last_progress_at == 170.0
+
+
+def test_a_session_lock_lost_between_deliveries_is_counted() -> None:
+    metrics = Metrics()
+    Operations(metrics).session_lock_lost()
+    assert sample(metrics, "export_worker_lock_lost_total") == 1
 
 
 def test_a_turn_continues_the_senders_trace_with_child_steps_and_its_event_carries_the_context(
@@ -310,6 +397,21 @@ def test_a_dependency_that_fails_its_read_is_named_with_the_errors_type(
     assert check_with(tmp_path, change) == expected
 
 
+def test_each_read_is_bounded_inside_the_whole_checks_bound_as_documented() -> None:
+    check_bound = inspect.signature(Readiness).parameters["check_timeout"].default
+    assert (READ_TIMEOUT_SECONDS, check_bound) == (4.0, 5.0)  # docs/operations.md
+    text = " ".join(
+        (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text().split()
+    )
+    assert "each within 4 s" in text and "inside the check's 5 s" in text
+
+
+def test_a_read_cancelled_under_the_check_is_not_taken_for_an_answer(tmp_path: Path) -> None:
+    cancelled = replaced(blobs=lambda b: Failing(b.blobs, asyncio.CancelledError(), "exists"))
+    with pytest.raises(asyncio.CancelledError):
+        check_with(tmp_path, cancelled)
+
+
 def test_a_dependency_slower_than_its_read_bound_is_named_not_the_whole_check(
     tmp_path: Path,
 ) -> None:
@@ -365,6 +467,47 @@ def test_a_wait_that_answers_clears_the_queues_failure() -> None:
         pass
     assert operations.queue_error is None
     assert operations.liveness.state().waits == ()
+
+
+def test_a_wait_that_ends_in_a_lost_lock_is_an_answer_from_the_queue() -> None:
+    operations = Operations()
+    with pytest.raises(TransientError), operations.waiting(1.0):
+        raise TransientError("timeout")
+    with pytest.raises(LockLost), operations.waiting(1.0):
+        raise LockLost("the session is someone else's")
+    assert operations.queue_error is None
+
+
+def test_a_deliverys_handling_time_is_its_clocks_difference(tmp_path: Path) -> None:
+    now = [1000.0]
+    metrics = Metrics()
+    operations = Operations(metrics, clock=lambda: now[0])
+    message = QueueMessage(
+        sequence_number=1,
+        message_id="m",
+        session_id="s",
+        body=b"{}",
+        delivery_count=1,
+        enqueued_at="2026-12-05T10:00:00Z",
+    )
+    with operations.handling(message) as handling:
+        now[0] = 1002.5
+        handling.handled()
+        now[0] = 1010.0  # settling is not handling
+        handling.completed("published")
+    assert sample(metrics, "export_worker_turn_duration_seconds_sum", outcome="completed") == 2.5
+
+
+@pytest.mark.parametrize(("sdk_timeout", "slack"), [(10.0, 30.0), (15.0, 30.0), (40.0, 80.0)])
+def test_liveness_bounds_follow_the_sdk_timeout_and_the_lock_renewal_cap(
+    sdk_timeout: float, slack: float
+) -> None:
+    settings = Settings(
+        env_file=None, sdk_timeout_seconds=sdk_timeout, max_lock_renewal_seconds=1234
+    )
+    bounds = Operations.from_settings(settings, environ={}).liveness.bounds
+    assert bounds.wait_slack_seconds == slack
+    assert bounds.max_turn_seconds == 1234
 
 
 def test_the_observer_is_the_runtimes_only_link_to_prometheus() -> None:
