@@ -203,6 +203,24 @@ def test_a_message_of_the_turn_with_a_fractional_seq_is_schema_invalid(tmp_path:
     run(tmp_path, fixture, body)
 
 
+def test_a_turns_user_message_that_does_not_parse_is_schema_invalid_not_skipped(
+    tmp_path: Path,
+) -> None:
+    # Skipped like an earlier turn's bad message, it would leave the turn without its
+    # request: read back past it to the cap, then retried as not found, for nothing.
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        with pytest.raises(PermanentError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "schema_invalid"
+        assert "stored message invalid" in str(caught.value)
+
+    fixture = headline()
+    event = fixture["events"][0]
+    user = next(m for m in fixture["messages"] if m["id"] == event["user_message_id"])
+    user["role"] = "robot"
+    run(tmp_path, fixture, body)
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,34 @@ def test_stop_abandons_in_flight_work_after_the_grace_period(tmp_path: Path) -> 
 
     completed, delivery_count = asyncio.run(main())
     assert completed == 0 and delivery_count == 2
+
+
+def test_without_drain_an_empty_queue_is_served_until_stopped_and_signals_are_given_back(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        runtime = Runtime(
+            ScriptedHandler(backend, {}),
+            backend.queue,
+            concurrency=1,
+            retry=RetryPolicy.no_waiting(),
+            lock_duration=60,
+            session_idle=0.05,
+            shutdown_grace=0.2,
+        )
+        task = asyncio.create_task(runtime.run())
+        await asyncio.sleep(0.3)
+        assert not task.done()  # nothing queued is no reason to stop: a worker waits
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # SIGTERM stops it
+        runtime.stop()
+        await asyncio.wait_for(task, timeout=10)
+        # Once run returns, SIGTERM and SIGINT are the process's own again.
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        await backend.close()
+
+    asyncio.run(main())
 
 
 def test_settings_drive_the_policy() -> None:
