@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 from handlers.errors import PermanentError, RetryableError
 from worker.local.backend import open_local_backend
+from worker.observer import NoObserver
 from worker.ports import Backend, LockLost, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
 from worker.runtime import DRAIN_POLL_SECONDS, Runtime
@@ -317,6 +320,159 @@ def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
     assert handler.cancelled and not handler.published
     assert session.settled == ["abandon"] and session.closed
     assert (stats.lock_lost, stats.completed) == (1, 0)
+
+
+class KeptSession:
+    """A session holding one message whose lock is always renewed; what the runtime does
+    to it goes into `events`, in order."""
+
+    session_id = "s"
+
+    def __init__(self, message: QueueMessage, events: list[str]) -> None:
+        self.message: QueueMessage | None = message
+        self.events = events
+        self.renewals = 0
+        self.closed = False
+
+    async def receive(self, max_wait: float) -> QueueMessage | None:
+        message, self.message = self.message, None
+        return message
+
+    async def renew_lock(self) -> None:
+        self.renewals += 1
+
+    async def complete(self, message: QueueMessage) -> None:
+        self.events.append("complete")
+
+    async def abandon(self, message: QueueMessage, delay: float = 0.0) -> None:
+        self.events.append("abandon")
+
+    async def dead_letter(self, message: QueueMessage, reason: str, description: str) -> None:
+        self.events.append("dead_letter")
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class TakesItsTime:
+    """A turn that takes `seconds`, then is recorded; its cancellation is written down."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = asyncio.Event()
+        self.finished = False
+        self.cancelled = False
+
+    async def handle(self, message: QueueMessage) -> Any:
+        self.started.set()
+        try:
+            await asyncio.sleep(self.seconds)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        self.finished = True
+        return Record()
+
+
+class HandlingSpy(NoObserver):
+    """Writes the handling's reports into the same `events` as the session's settlement."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    @contextlib.contextmanager
+    def handling(self, message: QueueMessage) -> Iterator[Any]:
+        events = self.events
+
+        class Spy:
+            def handled(self) -> None:
+                events.append("handled")
+
+            def completed(self, decision: str) -> None:
+                events.append(f"completed:{decision}")
+
+            def retried(self) -> None:
+                events.append("retried")
+
+            def dead_lettered(self, reason: str) -> None:
+                events.append("dead_lettered")
+
+            def abandoned(self) -> None:
+                events.append("abandoned")
+
+            def lock_lost(self) -> None:
+                events.append("lock_lost")
+
+        yield Spy()
+
+
+def one_turn(
+    handler: Any, *, lock_duration: float = 60, shutdown_grace: float = 0.1
+) -> tuple[KeptSession, list[str], Runtime]:
+    """Drain one message through `handler` on a session that keeps its lock."""
+    events: list[str] = []
+    session = KeptSession(QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00Z"), events)
+    runtime = Runtime(
+        handler,
+        OneSession(session),  # type: ignore[arg-type]
+        concurrency=1,
+        retry=RetryPolicy.no_waiting(),
+        lock_duration=lock_duration,
+        session_idle=0.05,
+        shutdown_grace=shutdown_grace,
+        observer=HandlingSpy(events),
+    )
+    asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    return session, events, runtime
+
+
+def test_a_turn_longer_than_the_shutdown_grace_completes_when_nothing_stops_the_worker() -> None:
+    handler = TakesItsTime(0.4)
+    session, events, runtime = one_turn(handler, shutdown_grace=0.05)
+    assert handler.finished and not handler.cancelled
+    assert events == ["handled", "complete", "completed:published"]
+    assert runtime.stats.completed == 1 and session.closed
+
+
+def test_the_handling_time_stops_before_the_settlement() -> None:
+    # The duration metric is the turn's work; a slow complete must not be counted in it.
+    _, events, _ = one_turn(TakesItsTime(0))
+    assert events.index("handled") < events.index("complete")
+
+
+def test_the_lock_is_renewed_a_third_of_its_duration_apart_while_the_turn_runs() -> None:
+    session, _, _ = one_turn(TakesItsTime(0.5), lock_duration=0.3)
+    # Every 0.1 s over half a second: about 5, however slow this machine is today; a
+    # renewer that did not wait would have called thousands of times.
+    assert 1 <= session.renewals <= 8
+
+
+def test_a_turn_past_the_grace_is_cancelled_not_left_running_after_its_abandon() -> None:
+    async def main() -> tuple[bool, bool, list[str]]:
+        handler = TakesItsTime(30)
+        events: list[str] = []
+        message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00Z")
+        runtime = Runtime(
+            handler,
+            OneSession(KeptSession(message, events)),  # type: ignore[arg-type]
+            concurrency=1,
+            retry=RetryPolicy.no_waiting(),
+            lock_duration=60,
+            session_idle=0.05,
+            shutdown_grace=0.05,
+            observer=HandlingSpy(events),
+        )
+        task = asyncio.create_task(runtime.run())
+        await asyncio.wait_for(handler.started.wait(), timeout=10)
+        runtime.stop()
+        await asyncio.wait_for(task, timeout=10)
+        # Read while the loop runs: asyncio.run cancels what is left when it ends.
+        return handler.cancelled, handler.finished, events
+
+    cancelled, finished, events = asyncio.run(main())
+    # Cancelled, not left running: another worker may take the turn once it is abandoned.
+    assert cancelled and not finished
+    assert events == ["handled", "abandon", "abandoned"]
 
 
 class SpySession:
