@@ -9,7 +9,7 @@ import errno
 import io
 import json
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import defusedxml.ElementTree as DET
 import msgspec
 import openpyxl
 import pytest
+import structlog
 
 from handlers import turn as story
 from handlers.errors import PermanentError, RetryableError
@@ -238,6 +239,89 @@ def test_not_found_yet_is_retryable_with_its_reason(
         assert caught.value.reason == reason
 
     run(tmp_path, with_event(headline(), **change), body)
+
+
+class CountingStore:
+    """The store, with the documents its history hands out counted."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.read = 0
+        self.point_reads: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def get_message(self, conversation_id: str, message_id: str) -> Any:
+        self.point_reads.append(message_id)
+        return await self._inner.get_message(conversation_id, message_id)
+
+    async def history(self, conversation_id: str, max_seq: int) -> AsyncIterator[Any]:
+        async for document in self._inner.history(conversation_id, max_seq):
+            self.read += 1
+            yield document
+
+
+def counted_reads(
+    tmp_path: Path, fixture: dict[str, Any], **settings: Any
+) -> tuple[Any, int, list[str]]:
+    """The outcome of handling the fixture's first event (a record or the error raised),
+    how many stored messages its history read handed out, and its point reads."""
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> Any:
+        store = CountingStore(backend.store)
+        handler.backend = msgspec.structs.replace(backend, store=store)
+        try:
+            outcome = await handler.handle(message)
+        except RetryableError as exc:
+            outcome = exc
+        return outcome, store.read, store.point_reads
+
+    return run(tmp_path, fixture, body, **settings)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("limit_max", "read"), [(40, 42), (60, 62)])
+def test_the_history_is_read_no_further_than_the_turn_and_its_window(
+    tmp_path: Path, limit_max: int, read: int
+) -> None:
+    # 400 messages of talk before the request; the reply, its user message, then the
+    # window (the event asks 60, HISTORY_LIMIT_MAX allows limit_max; the look-back is 40).
+    record, reads, _ = counted_reads(
+        tmp_path, long_history_then_a_csv(fillers=200), history_limit_max=limit_max
+    )
+    assert record.decision == "no_rows" and reads == read
+
+
+def test_the_read_cap_ends_a_look_back_past_a_user_message_already_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("worker.handler.MAX_MESSAGES_READ", 10)
+    fixture = long_history_then_a_csv(fillers=200)
+    record, reads, point_reads = counted_reads(tmp_path, fixture, history_limit_max=60)
+    # No point read of the user message to ask whether to read on: it was among the ten.
+    assert (record.decision, reads) == ("no_rows", 10)
+    assert point_reads == [fixture["events"][0]["reply_message_id"]]
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3])
+def test_a_turn_not_found_within_the_read_cap_stops_at_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap: int
+) -> None:
+    monkeypatch.setattr("worker.handler.MAX_MESSAGES_READ", cap)
+    missing = with_event(headline(), user_message_id="msg_missing")
+    error, reads, _ = counted_reads(tmp_path / "missing", missing)
+    assert (error.reason, reads) == ("turn_not_found", cap)
+    monkeypatch.setattr("worker.handler.MAX_TURN_MESSAGES_READ", cap + 1)
+    # A user message stored after the reply is no reason to read further back.
+    later = headline()
+    later["messages"].append({**later["messages"][0], "id": "msg_later", "seq": 8})
+    error, reads, _ = counted_reads(
+        tmp_path / "later", with_event(later, user_message_id="msg_later")
+    )
+    assert (error.reason, reads) == ("turn_not_found", cap)
+    # A user message stored older than the cap reads on, to MAX_TURN_MESSAGES_READ.
+    error, reads, _ = counted_reads(tmp_path / "too_long", headline())
+    assert (error.reason, reads) == ("turn_not_found", cap + 1)
 
 
 @pytest.mark.parametrize("cap", [1, 2, 3])
@@ -543,7 +627,9 @@ def test_a_full_disk_is_transient_another_os_error_is_not(
 
 def test_published_turn_is_completed_at_once_without_reading(tmp_path: Path) -> None:
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
-        first = await handler.handle(message)
+        with structlog.testing.capture_logs() as logs:
+            first = await handler.handle(message)
+        assert "turn_already_recorded" not in [e["event"] for e in logs]
         reads: list[str] = []
         original = backend.store.get_conversation
 
@@ -552,9 +638,12 @@ def test_published_turn_is_completed_at_once_without_reading(tmp_path: Path) -> 
             return await original(cid)
 
         backend.store.get_conversation = counting  # type: ignore[method-assign]
-        again = await handler.handle(message)
+        with structlog.testing.capture_logs() as logs:
+            again = await handler.handle(message)
         assert again == first and reads == []
         assert len(await backend.publisher.sent()) == 1
+        # Said once, and only for a turn that needed nothing more.
+        assert [e["event"] for e in logs] == ["turn_already_recorded"]
 
     run(tmp_path, headline(), body)
 
