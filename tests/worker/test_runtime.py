@@ -434,6 +434,33 @@ def test_a_turn_longer_than_the_shutdown_grace_completes_when_nothing_stops_the_
     assert runtime.stats.completed == 1 and session.closed
 
 
+@pytest.mark.parametrize("queued", [0, 3])
+def test_a_drained_run_stops_through_stop_so_readiness_hears_of_it_once(
+    tmp_path: Path, queued: int
+) -> None:
+    async def main() -> list[str]:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        for n in range(queued):
+            await backend.queue.send(b"ok", f"s{n}", message_id=f"m{n}")
+        stops: list[str] = []
+        runtime = Runtime(
+            ScriptedHandler(backend, {b"ok": ["done"]}),
+            backend.queue,
+            concurrency=2,
+            retry=RetryPolicy.no_waiting(),
+            lock_duration=60,
+            session_idle=0.05,
+            shutdown_grace=1,
+            on_stop=lambda: stops.append("stop"),
+        )
+        stats = await asyncio.wait_for(runtime.run(drain=True), timeout=60)
+        await backend.close()
+        assert stats.completed == queued
+        return stops
+
+    assert asyncio.run(main()) == ["stop"]
+
+
 def test_the_handling_time_stops_before_the_settlement() -> None:
     # The duration metric is the turn's work; a slow complete must not be counted in it.
     _, events, _ = one_turn(TakesItsTime(0))
