@@ -414,6 +414,27 @@ def test_artifact_that_is_not_an_artifact_is_dead_lettered_as_invalid(
     run(tmp_path, fixture, body)
 
 
+@pytest.mark.parametrize("over", [0, 1])
+def test_an_artifact_past_the_size_cap_is_invalid_one_at_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, over: int
+) -> None:
+    fixture = headline()
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        sizes = [len(await blob_bytes(backend, path)) for path in fixture["artifacts"]]
+        assert max(sizes) > 10_000  # a winning page's 450 rows: it is read
+        monkeypatch.setattr("worker.handler.MAX_ARTIFACT_BYTES", max(sizes) - over)
+        if not over:
+            assert (await handler.handle(message)).decision == "published"
+            return
+        with pytest.raises(PermanentError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "artifact_invalid"
+        assert caught.value.description.endswith(" is too large")
+
+    run(tmp_path, fixture, body)
+
+
 @pytest.mark.parametrize(
     ("fmt", "word", "unit"),
     [

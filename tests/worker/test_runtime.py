@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from handlers.errors import PermanentError, RetryableError
 from worker.local.backend import open_local_backend
@@ -328,9 +329,12 @@ class KeptSession:
 
     session_id = "s"
 
-    def __init__(self, message: QueueMessage, events: list[str]) -> None:
+    def __init__(
+        self, message: QueueMessage, events: list[str], refuse: Exception | None = None
+    ) -> None:
         self.message: QueueMessage | None = message
         self.events = events
+        self.refuse = refuse  # what complete raises, if anything
         self.renewals = 0
         self.closed = False
 
@@ -343,6 +347,8 @@ class KeptSession:
 
     async def complete(self, message: QueueMessage) -> None:
         self.events.append("complete")
+        if self.refuse is not None:
+            raise self.refuse
 
     async def abandon(self, message: QueueMessage, delay: float = 0.0) -> None:
         self.events.append("abandon")
@@ -357,8 +363,9 @@ class KeptSession:
 class TakesItsTime:
     """A turn that takes `seconds`, then is recorded; its cancellation is written down."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, events: list[str] | None = None) -> None:
         self.seconds = seconds
+        self.events = events if events is not None else []
         self.started = asyncio.Event()
         self.finished = False
         self.cancelled = False
@@ -369,6 +376,7 @@ class TakesItsTime:
             await asyncio.sleep(self.seconds)
         except asyncio.CancelledError:
             self.cancelled = True
+            self.events.append("cancelled")
             raise
         self.finished = True
         return Record()
@@ -407,11 +415,16 @@ class HandlingSpy(NoObserver):
 
 
 def one_turn(
-    handler: Any, *, lock_duration: float = 60, shutdown_grace: float = 0.1
+    handler: Any,
+    *,
+    lock_duration: float = 60,
+    shutdown_grace: float = 0.1,
+    refuse: Exception | None = None,
 ) -> tuple[KeptSession, list[str], Runtime]:
     """Drain one message through `handler` on a session that keeps its lock."""
     events: list[str] = []
-    session = KeptSession(QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00Z"), events)
+    message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00Z")
+    session = KeptSession(message, events, refuse)
     runtime = Runtime(
         handler,
         OneSession(session),  # type: ignore[arg-type]
@@ -461,6 +474,24 @@ def test_a_drained_run_stops_through_stop_so_readiness_hears_of_it_once(
     assert asyncio.run(main()) == ["stop"]
 
 
+def test_a_complete_the_queue_fails_is_abandoned_and_the_session_let_go() -> None:
+    # The delivery counts (a verdict that always fails ends dead-lettered), and the
+    # session is released rather than served on.
+    with structlog.testing.capture_logs() as logs:
+        session, events, runtime = one_turn(TakesItsTime(0), refuse=TransientError("down"))
+    assert events == ["handled", "complete", "abandon"]
+    assert [e["event"] for e in logs if e["event"] == "session_failed"] == ["session_failed"]
+    assert runtime.stats.completed == 0 and session.closed
+
+
+def test_a_complete_refused_for_a_lost_lock_is_not_abandoned_as_well() -> None:
+    with structlog.testing.capture_logs() as logs:
+        _, events, runtime = one_turn(TakesItsTime(0), refuse=LockLost("gone"))
+    assert events == ["handled", "complete", "lock_lost"]
+    assert "message_lock_lost" in [e["event"] for e in logs]
+    assert (runtime.stats.lock_lost, runtime.stats.completed) == (1, 0)
+
+
 def test_the_handling_time_stops_before_the_settlement() -> None:
     # The duration metric is the turn's work; a slow complete must not be counted in it.
     _, events, _ = one_turn(TakesItsTime(0))
@@ -476,8 +507,8 @@ def test_the_lock_is_renewed_a_third_of_its_duration_apart_while_the_turn_runs()
 
 def test_a_turn_past_the_grace_is_cancelled_not_left_running_after_its_abandon() -> None:
     async def main() -> tuple[bool, bool, list[str]]:
-        handler = TakesItsTime(30)
         events: list[str] = []
+        handler = TakesItsTime(30, events)
         message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00Z")
         runtime = Runtime(
             handler,
@@ -497,9 +528,10 @@ def test_a_turn_past_the_grace_is_cancelled_not_left_running_after_its_abandon()
         return handler.cancelled, handler.finished, events
 
     cancelled, finished, events = asyncio.run(main())
-    # Cancelled, not left running: another worker may take the turn once it is abandoned.
+    # Cancelled before the abandon, not left running: another worker may take the turn
+    # the moment it is abandoned.
     assert cancelled and not finished
-    assert events == ["handled", "abandon", "abandoned"]
+    assert events == ["handled", "cancelled", "abandon", "abandoned"]
 
 
 class SpySession:
@@ -669,8 +701,6 @@ def test_failed_accepts_back_off_and_name_their_cause(monkeypatch: pytest.Monkey
     # Service Bus down: each session worker retried its accept every second, one log line a
     # second each, naming only the wrapper. The waits now double up to a cap, and the line
     # says what was underneath.
-    import structlog
-
     from worker import runtime as runtime_module
 
     pauses: list[float] = []
