@@ -286,17 +286,17 @@ class OneSession:
 class PublishesAfterAStep:
     """A turn that has a slow step to take before it publishes."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: list[str]) -> None:
         self.started = asyncio.Event()
         self.published = False
-        self.cancelled = False
+        self.events = events
 
     async def handle(self, message: QueueMessage) -> Any:
         self.started.set()
         try:
             await asyncio.Event().wait()  # the slow step: an export longer than the lock
         except asyncio.CancelledError:
-            self.cancelled = True
+            self.events.append("cancelled")
             raise
         self.published = True
         return Record()
@@ -307,7 +307,7 @@ def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
     # publish. It is cancelled, its message abandoned (ignored if the lock is truly gone).
     message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00+00:00")
     session = LockLosingSession(message)
-    handler = PublishesAfterAStep()
+    handler = PublishesAfterAStep(session.settled)
     runtime = Runtime(
         handler,
         OneSession(session),  # type: ignore[arg-type]
@@ -318,8 +318,8 @@ def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
         shutdown_grace=30,
     )
     stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
-    assert handler.cancelled and not handler.published
-    assert session.settled == ["abandon"] and session.closed
+    assert not handler.published
+    assert session.settled == ["cancelled", "abandon"] and session.closed
     assert (stats.lock_lost, stats.completed) == (1, 0)
 
 
