@@ -292,6 +292,22 @@ def test_the_history_is_read_no_further_than_the_turn_and_its_window(
     assert record.decision == "no_rows" and reads == read
 
 
+def test_a_skipped_message_is_not_counted_in_the_window(tmp_path: Path) -> None:
+    # A stored message that does not parse and is not the turn's is skipped: the window
+    # still holds 40 messages that do, so the read takes one more document.
+    fixture = long_history_then_a_csv(fillers=200)
+    messages = fixture["messages"]
+    bad = {**messages[-10], "id": "msg_unreadable", "turn_id": "turn_other", "role": "robot"}
+    messages.insert(len(messages) - 10, bad)
+    for seq, message in enumerate(messages, start=1):
+        message["seq"] = seq
+    with structlog.testing.capture_logs() as logs:
+        record, reads, _ = counted_reads(tmp_path, fixture)
+    assert (record.decision, reads) == ("no_rows", 43)
+    skipped = [e for e in logs if e["event"] == "stored_message_skipped"]
+    assert [e["skipped_message_id"] for e in skipped] == ["msg_unreadable"]
+
+
 def test_the_read_cap_ends_a_look_back_past_a_user_message_already_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
