@@ -24,6 +24,7 @@ from handlers import turn as story
 from handlers.errors import PermanentError, RetryableError
 from handlers.serialisers.csv_file import PlainCsvBatch
 from tests.chat import CID, Chat, samples
+from worker.checkpoints import CHECKPOINTS
 from worker.digest_file import DigestFile
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
@@ -660,6 +661,25 @@ def test_a_full_disk_is_transient_another_os_error_is_not(
         assert await backend.ledger.get("conv_headline_a", "turn_headline_a1") is None
 
     run(tmp_path, headline(), body)
+
+
+def test_a_published_turn_passes_each_named_point_of_the_sequence_in_order(
+    tmp_path: Path,
+) -> None:
+    # The crash harness stops the worker at these points: one skipped is a crash window
+    # nobody tests (worker/checkpoints.py, docs/contract/delivery.md).
+    passed: list[str] = []
+
+    async def checkpoint(name: str) -> None:
+        if not passed or passed[-1] != name:  # during_blob: once per staged chunk
+            passed.append(name)
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        handler.checkpoint = checkpoint
+        assert (await handler.handle(message)).decision == "published"
+
+    run(tmp_path, headline(), body)
+    assert passed == list(CHECKPOINTS)
 
 
 def test_published_turn_is_completed_at_once_without_reading(tmp_path: Path) -> None:
