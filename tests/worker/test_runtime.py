@@ -92,6 +92,48 @@ def test_retryable_error_is_retried_then_dead_lettered_after_max_attempts(tmp_pa
     assert runtime.stats.retried == 3
 
 
+def test_the_runs_counts_add_up_its_settlements_and_decisions(tmp_path: Path) -> None:
+    # What `run` prints on exit, and the worker_stopped line.
+    class Decided:
+        decision = "no_request"
+
+    err = RetryableError("artifact_missing", "not yet")
+    script: dict[bytes, list[Any]] = {
+        b"p1": ["done"],
+        b"p2": ["done"],
+        b"flaky": [err, "done"],
+        b"bad": [PermanentError("schema_invalid", "turn_id: missing")],
+        b"ask": [Decided()],
+    }
+
+    class Mixed(ScriptedHandler):
+        async def handle(self, message: QueueMessage) -> Any:
+            if message.body == b"ask":
+                return Decided()
+            return await super().handle(message)
+
+    async def main() -> Any:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        for n, body in enumerate(script):
+            await backend.queue.send(body, f"s{n}", message_id=f"m{n}")
+        runtime = Runtime(
+            Mixed(backend, script),
+            backend.queue,
+            concurrency=2,
+            retry=RetryPolicy.no_waiting(3),
+            lock_duration=60,
+            session_idle=0.05,
+            shutdown_grace=1,
+        )
+        stats = await asyncio.wait_for(runtime.run(drain=True), timeout=60)
+        await backend.close()
+        return stats
+
+    stats = asyncio.run(main())
+    assert (stats.completed, stats.dead_lettered, stats.retried, stats.lock_lost) == (4, 1, 1, 0)
+    assert stats.by_decision == {"published": 3, "no_request": 1}
+
+
 def test_transient_store_error_recovers_before_max_attempts(tmp_path: Path) -> None:
     script = {b"x": [TransientError("429 throttled"), TransientError("503"), "done"]}
     _, handler, runtime, dead = drain(tmp_path, script, max_attempts=5)
