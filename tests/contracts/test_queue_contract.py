@@ -141,6 +141,32 @@ def test_messages_of_a_session_come_in_order_one_at_a_time(queue_factory: Any) -
     run(body, queue_factory)
 
 
+def test_accept_and_receive_wait_for_a_message_sent_within_their_wait(queue_factory: Any) -> None:
+    # The runtime's idle accept and a session's first receive wait for work rather than
+    # polling: what is sent meanwhile is delivered before the wait is over.
+    async def body(queue: Queue) -> None:
+        sid = new_session_id()
+        wait = max(queue_factory.wait, 5.0)
+
+        async def send_later(data: bytes) -> None:
+            await asyncio.sleep(0.3)
+            await queue.send(data, sid)
+
+        sender = asyncio.create_task(send_later(b"1"))
+        session = await queue.accept_session(max_wait=wait)
+        await sender
+        assert session is not None and session.session_id == sid
+        await session.complete(await receive(session, queue_factory))
+        sender = asyncio.create_task(send_later(b"2"))
+        message = await session.receive(max_wait=wait)
+        await sender
+        assert message is not None and message.body == b"2"
+        await session.complete(message)
+        await session.close()
+
+    run(body, queue_factory)
+
+
 def test_a_session_has_one_holder_at_a_time(queue_factory: Any) -> None:
     async def body(queue: Queue) -> None:
         sid = new_session_id()
