@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -532,6 +533,50 @@ def test_a_complete_refused_for_a_lost_lock_is_not_abandoned_as_well() -> None:
     assert events == ["handled", "complete", "lock_lost"]
     assert "message_lock_lost" in [e["event"] for e in logs]
     assert (runtime.stats.lock_lost, runtime.stats.completed) == (1, 0)
+
+
+def test_a_drain_check_that_fails_is_asked_again_after_a_pause_not_taken_for_empty(
+    tmp_path: Path,
+) -> None:
+    class FailsOnce:
+        def __init__(self, queue: Any) -> None:
+            self._queue = queue
+            self.checks: list[float] = []
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._queue, name)
+
+        async def is_drained(self) -> bool:
+            self.checks.append(time.monotonic())
+            if len(self.checks) == 1:
+                raise TransientError("the queue did not answer")
+            drained: bool = await self._queue.is_drained()
+            return drained
+
+    async def main() -> tuple[FailsOnce, ScriptedHandler]:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        await backend.queue.send(b"ok", "s", message_id="m")
+        handler = ScriptedHandler(backend, {b"ok": ["done"]})
+        queue = FailsOnce(backend.queue)
+        runtime = Runtime(
+            handler,
+            queue,
+            concurrency=1,
+            retry=RetryPolicy.no_waiting(),
+            lock_duration=60,
+            session_idle=0.05,
+            shutdown_grace=1,
+        )
+        await asyncio.wait_for(runtime.run(drain=True), timeout=30)
+        await backend.close()
+        return queue, handler
+
+    with structlog.testing.capture_logs() as logs:
+        queue, handler = asyncio.run(main())
+    assert handler.calls == [(b"ok", 1)]  # a failed check is "not drained": served on
+    [failed] = [e for e in logs if e["event"] == "drain_check_failed"]
+    assert failed["error"].startswith("TransientError at test_runtime.py:")
+    assert queue.checks[1] - queue.checks[0] >= 0.9  # a pause of a second, not a spin
 
 
 def test_the_handling_time_stops_before_the_settlement() -> None:
