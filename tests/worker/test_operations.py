@@ -118,6 +118,18 @@ def test_each_turn_is_counted_by_decision_with_its_handling_time_queue_wait_and_
     assert operations.liveness.verdict().ok
 
 
+def traced(metrics: Metrics) -> tuple[Operations, InMemorySpanExporter, TracerProvider]:
+    """Operations with `metrics` and spans kept in memory."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Operations(metrics, tracing=from_provider(provider)), exporter, provider
+
+
+def turn_spans(exporter: InMemorySpanExporter) -> list[dict[str, Any]]:
+    return [dict(s.attributes or {}) for s in exporter.get_finished_spans() if s.name == "turn"]
+
+
 class Scripted:
     """A handler whose outcomes per body are scripted: an exception, or a record."""
 
@@ -131,12 +143,15 @@ class Scripted:
         return type("Record", (), {"decision": outcome})()
 
 
-def test_retries_and_lost_locks_are_counted_with_their_outcome(tmp_path: Path) -> None:
+def test_retries_lost_locks_and_dead_letters_are_counted_and_on_their_spans(
+    tmp_path: Path,
+) -> None:
     metrics = Metrics()
-    operations = Operations(metrics)
+    operations, exporter, provider = traced(metrics)
     script: dict[bytes, list[Any]] = {
         b"flaky": [RetryableError("artifact_missing", "not yet"), "no_request"],
         b"stolen": [LockLost("the session moved on"), "no_request"],  # then redelivered
+        b"broken": [PermanentError("schema_invalid", "turn_id: missing")],
     }
 
     async def prepare(backend: Backend) -> None:
@@ -148,14 +163,27 @@ def test_retries_and_lost_locks_are_counted_with_their_outcome(tmp_path: Path) -
     assert sample(metrics, "export_worker_retries_total") == 1
     assert sample(metrics, duration, outcome="retried") == 1
     assert sample(metrics, "export_worker_turns_total", decision="no_request") == 2
+    assert sample(metrics, "export_worker_dead_letters_total", reason="schema_invalid") == 1
     assert sample(metrics, "export_worker_dead_letters_total", reason="handler_error") == 0
     assert sample(metrics, "export_worker_lock_lost_total") == 1
     assert sample(metrics, duration, outcome="lock_lost") == 1
+    outcomes = sorted(
+        (a["export_worker.outcome"], a.get("export_worker.dead_letter_reason"))
+        for a in turn_spans(exporter)
+    )
+    assert outcomes == [
+        ("completed", None),
+        ("completed", None),
+        ("dead_lettered", "schema_invalid"),
+        ("lock_lost", None),
+        ("retried", None),
+    ]
+    provider.shutdown()
 
 
 def test_a_turn_past_the_shutdown_grace_is_counted_as_abandoned(tmp_path: Path) -> None:
     metrics = Metrics()
-    operations = Operations(metrics)
+    operations, exporter, provider = traced(metrics)
     started = asyncio.Event()
 
     class Slow:
@@ -177,66 +205,6 @@ def test_a_turn_past_the_shutdown_grace_is_counted_as_abandoned(tmp_path: Path) 
     duration = "export_worker_turn_duration_seconds_count"
     assert sample(metrics, duration, outcome="abandoned") == 1
     assert sample(metrics, duration, outcome="completed") == 0
-
-
-def traced() -> tuple[Operations, InMemorySpanExporter, TracerProvider]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return Operations(tracing=from_provider(provider)), exporter, provider
-
-
-def turn_spans(exporter: InMemorySpanExporter) -> list[dict[str, Any]]:
-    return [dict(s.attributes or {}) for s in exporter.get_finished_spans() if s.name == "turn"]
-
-
-def test_every_outcome_of_a_delivery_is_on_its_turns_span(tmp_path: Path) -> None:
-    operations, exporter, provider = traced()
-    script: dict[bytes, list[Any]] = {
-        b"flaky": [RetryableError("artifact_missing", "not yet"), "no_request"],
-        b"stolen": [LockLost("the session moved on"), "no_request"],  # then redelivered
-        b"broken": [PermanentError("schema_invalid", "turn_id: missing")],
-    }
-
-    async def prepare(backend: Backend) -> None:
-        for n, body in enumerate(script):
-            await backend.queue.send(body, f"s{n}")
-
-    drained(tmp_path, operations, prepare, handler=lambda _: Scripted(script))
-    outcomes = sorted(
-        (a["export_worker.outcome"], a.get("export_worker.dead_letter_reason"))
-        for a in turn_spans(exporter)
-    )
-    assert outcomes == [
-        ("completed", None),
-        ("completed", None),
-        ("dead_lettered", "schema_invalid"),
-        ("lock_lost", None),
-        ("retried", None),
-    ]
-    provider.shutdown()
-
-
-def test_a_turn_abandoned_on_shutdown_says_so_on_its_span(tmp_path: Path) -> None:
-    operations, exporter, provider = traced()
-    started = asyncio.Event()
-
-    class Slow:
-        async def handle(self, message: QueueMessage) -> Any:
-            started.set()
-            await asyncio.Event().wait()  # never finishes on its own
-
-    async def main() -> None:
-        backend = open_local_backend(tmp_path / "home", lock_duration=60)
-        await backend.queue.send(b"slow", "s")
-        runtime = runtime_for(Slow(), backend, operations, shutdown_grace=0)
-        task = asyncio.create_task(runtime.run())
-        await asyncio.wait_for(started.wait(), timeout=10)
-        runtime.stop()
-        await asyncio.wait_for(task, timeout=10)
-        await backend.close()
-
-    asyncio.run(main())
     assert [a["export_worker.outcome"] for a in turn_spans(exporter)] == ["abandoned"]
     provider.shutdown()
 
@@ -263,10 +231,7 @@ def test_a_turn_continues_the_senders_trace_with_child_steps_and_its_event_carri
     tmp_path: Path,
 ) -> None:
     fixture = headline()
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    operations = Operations(tracing=from_provider(provider))
+    operations, exporter, provider = traced(Metrics())
     event = fixture["events"][0]
 
     async def prepare(backend: Backend) -> None:
@@ -478,7 +443,7 @@ def test_a_wait_that_ends_in_a_lost_lock_is_an_answer_from_the_queue() -> None:
     assert operations.queue_error is None
 
 
-def test_a_deliverys_handling_time_is_its_clocks_difference(tmp_path: Path) -> None:
+def test_a_deliverys_handling_time_is_its_clocks_difference() -> None:
     now = [1000.0]
     metrics = Metrics()
     operations = Operations(metrics, clock=lambda: now[0])
