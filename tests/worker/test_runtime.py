@@ -281,44 +281,14 @@ def test_settings_drive_the_policy() -> None:
     assert policy.exhausted(7) and policy.delay(3) == 0
 
 
-class LockLosingSession:
-    """A session whose lock is reported lost at its first renewal, holding one message."""
-
-    session_id = "s"
-
-    def __init__(self, message: QueueMessage) -> None:
-        self.message: QueueMessage | None = message
-        self.settled: list[str] = []
-        self.closed = False
-
-    async def receive(self, max_wait: float) -> QueueMessage | None:
-        message, self.message = self.message, None
-        return message
-
-    async def renew_lock(self) -> None:
-        raise LockLost("the session lock expired at the service")
-
-    async def complete(self, message: QueueMessage) -> None:
-        self.settled.append("complete")
-
-    async def abandon(self, message: QueueMessage, delay: float = 0.0) -> None:
-        self.settled.append("abandon")
-
-    async def dead_letter(self, message: QueueMessage, reason: str, description: str) -> None:
-        self.settled.append("dead_letter")
-
-    async def close(self) -> None:
-        self.closed = True
-
-
 class OneSession:
     """A queue handing out one session, drained once that session is closed."""
 
-    def __init__(self, session: LockLosingSession) -> None:
-        self.session: LockLosingSession | None = session
+    def __init__(self, session: KeptSession) -> None:
+        self.session: KeptSession | None = session
         self.handed = session
 
-    async def accept_session(self, max_wait: float) -> LockLosingSession | None:
+    async def accept_session(self, max_wait: float) -> KeptSession | None:
         session, self.session = self.session, None
         return session
 
@@ -349,8 +319,8 @@ def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
     # Another holder takes the turn once the lock is gone: this one must not go on to
     # publish. It is cancelled, its message abandoned (ignored if the lock is truly gone).
     message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00+00:00")
-    session = LockLosingSession(message)
-    handler = PublishesAfterAStep(session.settled)
+    session = LockLosingSession(message, [])
+    handler = PublishesAfterAStep(session.events)
     runtime = Runtime(
         handler,
         OneSession(session),  # type: ignore[arg-type]
@@ -362,7 +332,7 @@ def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
     )
     stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
     assert not handler.published
-    assert session.settled == ["cancelled", "abandon"] and session.closed
+    assert session.events == ["cancelled", "abandon"] and session.closed
     assert (stats.lock_lost, stats.completed) == (1, 0)
 
 
@@ -401,6 +371,13 @@ class KeptSession:
 
     async def close(self) -> None:
         self.closed = True
+
+
+class LockLosingSession(KeptSession):
+    """A session whose lock is reported lost at its first renewal, holding one message."""
+
+    async def renew_lock(self) -> None:
+        raise LockLost("the session lock expired at the service")
 
 
 class TakesItsTime:
