@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,21 +48,32 @@ class ScriptedHandler:
 
 
 def drain(
-    tmp_path: Path, script: dict[bytes, list[Any]], max_attempts: int = 3
+    tmp_path: Path,
+    script: dict[bytes, list[Any]],
+    max_attempts: int = 3,
+    *,
+    handler_type: type[ScriptedHandler] = ScriptedHandler,
+    queue: Callable[[Any], Any] = lambda queue: queue,
+    concurrency: int = 2,
+    on_stop: Callable[[], None] | None = None,
 ) -> tuple[Backend, ScriptedHandler, Runtime, list[Any]]:
+    """Send each scripted body on a session of its own and drain them; `queue` wraps the
+    local queue the runtime is given (`runtime.queue`)."""
+
     async def main() -> tuple[Backend, ScriptedHandler, Runtime, list[Any]]:
         backend = open_local_backend(tmp_path / "home", lock_duration=60)
         for n, body in enumerate(script):
             await backend.queue.send(body, f"s{n}", message_id=f"m{n}")
-        handler = ScriptedHandler(backend, script)
+        handler = handler_type(backend, script)
         runtime = Runtime(
             handler,
-            backend.queue,
-            concurrency=2,
+            queue(backend.queue),
+            concurrency=concurrency,
             retry=RetryPolicy.no_waiting(max_attempts),
             lock_duration=60,
             session_idle=0.05,
             shutdown_grace=1,
+            on_stop=on_stop,
         )
         await asyncio.wait_for(runtime.run(drain=True), timeout=60)
         dead = await backend.queue.dead_letters()
@@ -113,24 +124,7 @@ def test_the_runs_counts_add_up_its_settlements_and_decisions(tmp_path: Path) ->
                 return Decided()
             return await super().handle(message)
 
-    async def main() -> Any:
-        backend = open_local_backend(tmp_path / "home", lock_duration=60)
-        for n, body in enumerate(script):
-            await backend.queue.send(body, f"s{n}", message_id=f"m{n}")
-        runtime = Runtime(
-            Mixed(backend, script),
-            backend.queue,
-            concurrency=2,
-            retry=RetryPolicy.no_waiting(3),
-            lock_duration=60,
-            session_idle=0.05,
-            shutdown_grace=1,
-        )
-        stats = await asyncio.wait_for(runtime.run(drain=True), timeout=60)
-        await backend.close()
-        return stats
-
-    stats = asyncio.run(main())
+    stats = drain(tmp_path, script, handler_type=Mixed)[2].stats
     assert (stats.completed, stats.dead_lettered, stats.retried, stats.lock_lost) == (4, 1, 1, 0)
     assert stats.by_decision == {"published": 3, "no_request": 1}
 
@@ -471,28 +465,11 @@ def test_a_turn_longer_than_the_shutdown_grace_completes_when_nothing_stops_the_
 def test_a_drained_run_stops_through_stop_so_readiness_hears_of_it_once(
     tmp_path: Path, queued: int
 ) -> None:
-    async def main() -> list[str]:
-        backend = open_local_backend(tmp_path / "home", lock_duration=60)
-        for n in range(queued):
-            await backend.queue.send(b"ok", f"s{n}", message_id=f"m{n}")
-        stops: list[str] = []
-        runtime = Runtime(
-            ScriptedHandler(backend, {b"ok": ["done"]}),
-            backend.queue,
-            concurrency=2,
-            retry=RetryPolicy.no_waiting(),
-            lock_duration=60,
-            session_idle=0.05,
-            shutdown_grace=1,
-            on_stop=lambda: stops.append("stop"),
-        )
-        stats = await asyncio.wait_for(runtime.run(drain=True), timeout=60)
-        await backend.close()
-        assert stats.completed == queued
-        return stops
-
+    stops: list[str] = []
+    script: dict[bytes, list[Any]] = {f"ok{n}".encode(): ["done"] for n in range(queued)}
     with structlog.testing.capture_logs() as logs:
-        assert asyncio.run(main()) == ["stop"]
+        _, _, runtime, _ = drain(tmp_path, script, on_stop=lambda: stops.append("stop"))
+    assert runtime.stats.completed == queued and stops == ["stop"]
     # A clean drain: every session let go on its empty receive, nothing to warn about.
     assert [e["event"] for e in logs if e["log_level"] != "info"] == []
 
@@ -533,26 +510,10 @@ def test_a_drain_check_that_fails_is_asked_again_after_a_pause_not_taken_for_emp
             drained: bool = await self._queue.is_drained()
             return drained
 
-    async def main() -> tuple[FailsOnce, ScriptedHandler]:
-        backend = open_local_backend(tmp_path / "home", lock_duration=60)
-        await backend.queue.send(b"ok", "s", message_id="m")
-        handler = ScriptedHandler(backend, {b"ok": ["done"]})
-        queue = FailsOnce(backend.queue)
-        runtime = Runtime(
-            handler,
-            queue,
-            concurrency=1,
-            retry=RetryPolicy.no_waiting(),
-            lock_duration=60,
-            session_idle=0.05,
-            shutdown_grace=1,
-        )
-        await asyncio.wait_for(runtime.run(drain=True), timeout=30)
-        await backend.close()
-        return queue, handler
-
     with structlog.testing.capture_logs() as logs:
-        queue, handler = asyncio.run(main())
+        _, handler, runtime, _ = drain(tmp_path, {b"ok": ["done"]}, queue=FailsOnce, concurrency=1)
+    queue = runtime.queue
+    assert isinstance(queue, FailsOnce)
     assert handler.calls == [(b"ok", 1)]  # a failed check is "not drained": served on
     [failed] = [e for e in logs if e["event"] == "drain_check_failed"]
     assert failed["error"].startswith("TransientError at test_runtime.py:")
