@@ -187,22 +187,29 @@ def test_a_turn_id_that_cannot_be_a_blob_folder_is_schema_invalid_before_anythin
     run(tmp_path, fixture, body)
 
 
-def test_a_message_of_the_turn_with_a_fractional_seq_is_schema_invalid(tmp_path: Path) -> None:
-    # The local store once left such a message out of the history, so its results went
-    # unseen and the turn reached back or ended no_rows; Cosmos DB's query returns it.
+def schema_invalid(says: str) -> Callable[[Backend, TurnHandler, QueueMessage], Awaitable[None]]:
+    """A `run` body: the headline turn is refused as schema_invalid, saying `says`, and
+    nothing is recorded."""
+
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
         with pytest.raises(PermanentError) as caught:
             await handler.handle(message)
         assert caught.value.reason == "schema_invalid"
-        assert "'seq'" in str(caught.value)
+        assert says in str(caught.value)
         assert await backend.ledger.list_turns("conv_headline_a") == []
 
+    return body
+
+
+def test_a_message_of_the_turn_with_a_fractional_seq_is_schema_invalid(tmp_path: Path) -> None:
+    # The local store once left such a message out of the history, so its results went
+    # unseen and the turn reached back or ended no_rows; Cosmos DB's query returns it.
     fixture = headline()
     turn = [m for m in fixture["messages"] if m["turn_id"] == "turn_headline_a1"]
     tool = next(m for m in turn if m["role"] == "tool")
     before = max(m["seq"] for m in turn if m["seq"] < tool["seq"])
     tool["seq"] = before + 0.5
-    run(tmp_path, fixture, body)
+    run(tmp_path, fixture, schema_invalid("'seq'"))
 
 
 def test_a_turns_user_message_that_does_not_parse_is_schema_invalid_not_skipped(
@@ -210,17 +217,11 @@ def test_a_turns_user_message_that_does_not_parse_is_schema_invalid_not_skipped(
 ) -> None:
     # Skipped like an earlier turn's bad message, it would leave the turn without its
     # request: read back past it to the cap, then retried as not found, for nothing.
-    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
-        with pytest.raises(PermanentError) as caught:
-            await handler.handle(message)
-        assert caught.value.reason == "schema_invalid"
-        assert "stored message invalid" in str(caught.value)
-
     fixture = headline()
     event = fixture["events"][0]
     user = next(m for m in fixture["messages"] if m["id"] == event["user_message_id"])
     user["role"] = "robot"
-    run(tmp_path, fixture, body)
+    run(tmp_path, fixture, schema_invalid("stored message invalid"))
 
 
 @pytest.mark.parametrize(

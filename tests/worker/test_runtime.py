@@ -47,6 +47,18 @@ class ScriptedHandler:
         return Record()
 
 
+def runtime_for(handler: Any, queue: Any, **settings: Any) -> Runtime:
+    """A runtime with these tests' usual settings; `settings` overrides them."""
+    usual: dict[str, Any] = {
+        "concurrency": 1,
+        "retry": RetryPolicy.no_waiting(),
+        "lock_duration": 60,
+        "session_idle": 0.05,
+        "shutdown_grace": 0.2,
+    }
+    return Runtime(handler, queue, **{**usual, **settings})
+
+
 def drain(
     tmp_path: Path,
     script: dict[bytes, list[Any]],
@@ -65,13 +77,11 @@ def drain(
         for n, body in enumerate(script):
             await backend.queue.send(body, f"s{n}", message_id=f"m{n}")
         handler = handler_type(backend, script)
-        runtime = Runtime(
+        runtime = runtime_for(
             handler,
             queue(backend.queue),
             concurrency=concurrency,
             retry=RetryPolicy.no_waiting(max_attempts),
-            lock_duration=60,
-            session_idle=0.05,
             shutdown_grace=1,
             on_stop=on_stop,
         )
@@ -210,14 +220,9 @@ def test_stop_abandons_in_flight_work_after_the_grace_period(tmp_path: Path) -> 
         await backend.queue.send(b"slow", "s", message_id="m")
         handler = ScriptedHandler(backend, {b"slow": ["slow"]})
         stopped: list[int] = []
-        runtime = Runtime(
+        runtime = runtime_for(
             handler,
             backend.queue,
-            concurrency=1,
-            retry=RetryPolicy.no_waiting(),
-            lock_duration=60,
-            session_idle=0.05,
-            shutdown_grace=0.2,
             on_stop=lambda: stopped.append(len(handler.calls)),
         )
         task = asyncio.create_task(runtime.run())
@@ -246,14 +251,9 @@ def test_without_drain_an_empty_queue_is_served_until_stopped_and_signals_are_gi
 ) -> None:
     async def main() -> None:
         backend = open_local_backend(tmp_path / "home", lock_duration=60)
-        runtime = Runtime(
+        runtime = runtime_for(
             ScriptedHandler(backend, {}),
             backend.queue,
-            concurrency=1,
-            retry=RetryPolicy.no_waiting(),
-            lock_duration=60,
-            session_idle=0.05,
-            shutdown_grace=0.2,
         )
         task = asyncio.create_task(runtime.run())
         await asyncio.sleep(0.3)
@@ -290,31 +290,12 @@ class OneSession:
         return self.handed.closed
 
 
-class PublishesAfterAStep:
-    """A turn that has a slow step to take before it publishes."""
-
-    def __init__(self, events: list[str]) -> None:
-        self.started = asyncio.Event()
-        self.published = False
-        self.events = events
-
-    async def handle(self, message: QueueMessage) -> Any:
-        self.started.set()
-        try:
-            await asyncio.Event().wait()  # the slow step: an export longer than the lock
-        except asyncio.CancelledError:
-            self.events.append("cancelled")
-            raise
-        self.published = True
-        return Record()
-
-
 def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
     # Another holder takes the turn once the lock is gone: this one must not go on to
     # publish. It is cancelled, its message abandoned (ignored if the lock is truly gone).
     message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00+00:00")
     session = LockLosingSession(message, [])
-    handler = PublishesAfterAStep(session.events)
+    handler = TakesItsTime(3600, session.events)  # an export longer than the lock
     runtime = Runtime(
         handler,
         OneSession(session),  # type: ignore[arg-type]
@@ -325,7 +306,7 @@ def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
         shutdown_grace=30,
     )
     stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
-    assert not handler.published
+    assert not handler.finished
     assert session.events == ["cancelled", "abandon"] and session.closed
     assert (stats.lock_lost, stats.completed) == (1, 0)
 
@@ -605,12 +586,9 @@ def spied_drain(tmp_path: Path, sends: list[tuple[bytes, str]]) -> tuple[SpyQueu
             await backend.queue.send(body, session_id, message_id=f"m{n}")
         handler = ScriptedHandler(backend, {body: ["done"] for body, _ in sends})
         queue = SpyQueue(backend.queue)
-        runtime = Runtime(
+        runtime = runtime_for(
             handler,
             queue,
-            concurrency=1,
-            retry=RetryPolicy.no_waiting(),
-            lock_duration=60,
             session_idle=600,
             shutdown_grace=1,
         )
@@ -656,13 +634,10 @@ def test_drain_polls_gently_while_a_retry_waits_out_its_backoff(tmp_path: Path) 
         err = RetryableError("artifact_missing", "not yet")
         handler = ScriptedHandler(backend, {b"x": [err, "done"]})
         queue = SpyQueue(backend.queue)
-        runtime = Runtime(
+        runtime = runtime_for(
             handler,
             queue,
-            concurrency=1,
             retry=RetryPolicy(max_attempts=3, base_seconds=1.0),
-            lock_duration=60,
-            session_idle=0.05,
             shutdown_grace=1,
         )
         started = asyncio.get_running_loop().time()
