@@ -383,6 +383,9 @@ class HandlingSpy(NoObserver):
     def __init__(self, events: list[str]) -> None:
         self.events = events
 
+    def session_lock_lost(self) -> None:
+        self.events.append("session_lock_lost")
+
     @contextlib.contextmanager
     def handling(self, message: QueueMessage) -> Iterator[Any]:
         events = self.events
@@ -415,23 +418,34 @@ def one_turn(
     lock_duration: float = 60,
     shutdown_grace: float = 0.1,
     refuse: Exception | None = None,
+    session_type: type[KeptSession] = KeptSession,
 ) -> tuple[KeptSession, list[str], Runtime]:
     """Drain one message through `handler` on a session that keeps its lock."""
     events: list[str] = []
     message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00Z")
-    session = KeptSession(message, events, refuse)
-    runtime = Runtime(
+    session = session_type(message, events, refuse)
+    runtime = runtime_for(
         handler,
-        OneSession(session),  # type: ignore[arg-type]
-        concurrency=1,
-        retry=RetryPolicy.no_waiting(),
+        OneSession(session),
         lock_duration=lock_duration,
-        session_idle=0.05,
         shutdown_grace=shutdown_grace,
         observer=HandlingSpy(events),
     )
     asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
     return session, events, runtime
+
+
+def test_a_session_lock_lost_while_receiving_is_counted_logged_and_reported() -> None:
+    class LostOnReceive(KeptSession):
+        async def receive(self, max_wait: float) -> QueueMessage | None:
+            raise LockLost("the session lock expired at the service")
+
+    handler = TakesItsTime(0)
+    with structlog.testing.capture_logs() as logs:
+        session, events, runtime = one_turn(handler, session_type=LostOnReceive)
+    assert not handler.started.is_set() and events == ["session_lock_lost"]
+    assert runtime.stats.lock_lost == 1 and session.closed
+    assert "session_lock_lost" in [e["event"] for e in logs]
 
 
 def test_a_turn_longer_than_the_shutdown_grace_completes_when_nothing_stops_the_worker() -> None:
