@@ -19,6 +19,9 @@ import msgspec
 import openpyxl
 import pytest
 import structlog
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from handlers import turn as story
 from handlers.errors import PermanentError, RetryableError
@@ -28,10 +31,13 @@ from worker.checkpoints import CHECKPOINTS
 from worker.digest_file import DigestFile
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
+from worker.metrics import Unexposed
+from worker.operations import Operations
 from worker.ports import Backend, QueueMessage, TransientError
 from worker.settings import Settings
 from worker.spool import RowSpool
 from worker.testing.seeding import seed, seeding
+from worker.tracing import from_provider
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 
@@ -721,11 +727,21 @@ def test_crash_between_record_and_event_converges_on_redelivery(tmp_path: Path) 
         assert stored.event_sent is False
 
         backend.publisher.publish = original  # type: ignore[method-assign]
-        record = await handler.handle(message)
+        # The redelivery writes no blob: its span learns the export's id at the publish.
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        operations = Operations(Unexposed(), tracing=from_provider(provider))
+        handler.observer = operations
+        with operations.handling(message):
+            record = await handler.handle(message)
         assert record.event_sent is True
         assert record.export == stored.export and stored.export is not None
         sent = await backend.publisher.sent()
         assert [e["export_id"] for e in sent] == [stored.export.export_id]
+        [turn] = [s for s in exporter.get_finished_spans() if s.name == "turn"]
+        assert (turn.attributes or {})["export_worker.export_id"] == stored.export.export_id
+        provider.shutdown()
 
     run(tmp_path, headline(), body)
 
