@@ -15,7 +15,7 @@ import structlog
 
 from handlers.errors import PermanentError, RetryableError
 from worker.local.backend import open_local_backend
-from worker.observer import NoObserver
+from worker.observer import NO_OBSERVER, NoObserver
 from worker.ports import Backend, LockLost, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
 from worker.runtime import DRAIN_POLL_SECONDS, Runtime
@@ -29,7 +29,8 @@ class Record:
 
 
 class ScriptedHandler:
-    """A handler whose outcome per message body is scripted: an exception or a record."""
+    """A handler whose outcome per message body is scripted: an exception, a record (any
+    object with a `decision`), "slow", or anything else for a published `Record`."""
 
     def __init__(self, backend: Backend, script: dict[bytes, list[Any]]) -> None:
         self.backend = backend
@@ -42,6 +43,8 @@ class ScriptedHandler:
         outcome = outcomes.pop(0) if len(outcomes) > 1 else outcomes[0]
         if isinstance(outcome, BaseException):
             raise outcome
+        if hasattr(outcome, "decision"):
+            return outcome
         if outcome == "slow":
             await asyncio.sleep(30)
         return Record()
@@ -64,7 +67,6 @@ def drain(
     script: dict[bytes, list[Any]],
     max_attempts: int = 3,
     *,
-    handler_type: type[ScriptedHandler] = ScriptedHandler,
     queue: Callable[[Any], Any] = lambda queue: queue,
     concurrency: int = 2,
     on_stop: Callable[[], None] | None = None,
@@ -76,7 +78,7 @@ def drain(
         backend = open_local_backend(tmp_path / "home", lock_duration=60)
         for n, body in enumerate(script):
             await backend.queue.send(body, f"s{n}", message_id=f"m{n}")
-        handler = handler_type(backend, script)
+        handler = ScriptedHandler(backend, script)
         runtime = runtime_for(
             handler,
             queue(backend.queue),
@@ -128,13 +130,7 @@ def test_the_runs_counts_add_up_its_settlements_and_decisions(tmp_path: Path) ->
         b"ask": [Decided()],
     }
 
-    class Mixed(ScriptedHandler):
-        async def handle(self, message: QueueMessage) -> Any:
-            if message.body == b"ask":
-                return Decided()
-            return await super().handle(message)
-
-    stats = drain(tmp_path, script, handler_type=Mixed)[2].stats
+    stats = drain(tmp_path, script)[2].stats
     assert (stats.completed, stats.dead_lettered, stats.retried, stats.lock_lost) == (4, 1, 1, 0)
     assert stats.by_decision == {"published": 3, "no_request": 1}
 
@@ -293,16 +289,14 @@ class OneSession:
 def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
     # Another holder takes the turn once the lock is gone: this one must not go on to
     # publish. It is cancelled, its message abandoned (ignored if the lock is truly gone).
-    message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00+00:00")
-    session = LockLosingSession(message, [])
-    handler = TakesItsTime(3600, session.events)  # an export longer than the lock
-    runtime = Runtime(
+    events: list[str] = []
+    handler = TakesItsTime(3600, events)  # an export longer than the lock
+    session, runtime = on_one_session(
         handler,
-        OneSession(session),  # type: ignore[arg-type]
-        concurrency=1,
-        retry=RetryPolicy.no_waiting(),
+        events,
+        session_type=LockLosingSession,
+        observer=NO_OBSERVER,
         lock_duration=0.03,
-        session_idle=0.05,
         shutdown_grace=30,
     )
     stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
@@ -363,18 +357,46 @@ class TakesItsTime:
         self.events = events if events is not None else []
         self.started = asyncio.Event()
         self.finished = False
-        self.cancelled = False
 
     async def handle(self, message: QueueMessage) -> Any:
         self.started.set()
         try:
             await asyncio.sleep(self.seconds)
         except asyncio.CancelledError:
-            self.cancelled = True
             self.events.append("cancelled")
             raise
         self.finished = True
         return Record()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the turn was cancelled."""
+        return "cancelled" in self.events
+
+
+class HandlingEvents:
+    """A delivery's handling reports, written into `events`."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def handled(self) -> None:
+        self.events.append("handled")
+
+    def completed(self, decision: str) -> None:
+        self.events.append(f"completed:{decision}")
+
+    def retried(self) -> None:
+        self.events.append("retried")
+
+    def dead_lettered(self, reason: str) -> None:
+        self.events.append("dead_lettered")
+
+    def abandoned(self) -> None:
+        self.events.append("abandoned")
+
+    def lock_lost(self) -> None:
+        self.events.append("lock_lost")
 
 
 class HandlingSpy(NoObserver):
@@ -388,49 +410,29 @@ class HandlingSpy(NoObserver):
 
     @contextlib.contextmanager
     def handling(self, message: QueueMessage) -> Iterator[Any]:
-        events = self.events
-
-        class Spy:
-            def handled(self) -> None:
-                events.append("handled")
-
-            def completed(self, decision: str) -> None:
-                events.append(f"completed:{decision}")
-
-            def retried(self) -> None:
-                events.append("retried")
-
-            def dead_lettered(self, reason: str) -> None:
-                events.append("dead_lettered")
-
-            def abandoned(self) -> None:
-                events.append("abandoned")
-
-            def lock_lost(self) -> None:
-                events.append("lock_lost")
-
-        yield Spy()
+        yield HandlingEvents(self.events)
 
 
-def one_turn(
+def on_one_session(
     handler: Any,
+    events: list[str],
     *,
-    lock_duration: float = 60,
-    shutdown_grace: float = 0.1,
-    refuse: Exception | None = None,
     session_type: type[KeptSession] = KeptSession,
-) -> tuple[KeptSession, list[str], Runtime]:
-    """Drain one message through `handler` on a session that keeps its lock."""
-    events: list[str] = []
+    refuse: Exception | None = None,
+    **settings: Any,
+) -> tuple[KeptSession, Runtime]:
+    """A runtime whose queue hands out one session holding one message; the session's
+    settlements and the handling's reports go into `events`."""
     message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00Z")
     session = session_type(message, events, refuse)
-    runtime = runtime_for(
-        handler,
-        OneSession(session),
-        lock_duration=lock_duration,
-        shutdown_grace=shutdown_grace,
-        observer=HandlingSpy(events),
-    )
+    observed = {"observer": HandlingSpy(events), **settings}
+    return session, runtime_for(handler, OneSession(session), **observed)
+
+
+def one_turn(handler: Any, **settings: Any) -> tuple[KeptSession, list[str], Runtime]:
+    """Drain one message through `handler` on a session that keeps its lock."""
+    events: list[str] = []
+    session, runtime = on_one_session(handler, events, **{"shutdown_grace": 0.1, **settings})
     asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
     return session, events, runtime
 
@@ -532,17 +534,7 @@ def test_a_turn_past_the_grace_is_cancelled_not_left_running_after_its_abandon()
     async def main() -> tuple[bool, bool, list[str]]:
         events: list[str] = []
         handler = TakesItsTime(30, events)
-        message = QueueMessage(1, "m", "s", b"{}", 1, "2026-01-01T00:00:00Z")
-        runtime = Runtime(
-            handler,
-            OneSession(KeptSession(message, events)),  # type: ignore[arg-type]
-            concurrency=1,
-            retry=RetryPolicy.no_waiting(),
-            lock_duration=60,
-            session_idle=0.05,
-            shutdown_grace=0.05,
-            observer=HandlingSpy(events),
-        )
+        _, runtime = on_one_session(handler, events, shutdown_grace=0.05)
         task = asyncio.create_task(runtime.run())
         await asyncio.wait_for(handler.started.wait(), timeout=10)
         runtime.stop()
