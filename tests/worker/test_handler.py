@@ -19,9 +19,7 @@ import msgspec
 import openpyxl
 import pytest
 import structlog
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from spans import traced, turn_spans
 
 from handlers import turn as story
 from handlers.errors import PermanentError, RetryableError
@@ -32,12 +30,10 @@ from worker.digest_file import DigestFile
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
 from worker.metrics import Unexposed
-from worker.operations import Operations
 from worker.ports import Backend, QueueMessage, TransientError
 from worker.settings import Settings
 from worker.spool import RowSpool
 from worker.testing.seeding import seed, seeding
-from worker.tracing import from_provider
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 
@@ -728,10 +724,7 @@ def test_crash_between_record_and_event_converges_on_redelivery(tmp_path: Path) 
 
         backend.publisher.publish = original  # type: ignore[method-assign]
         # The redelivery writes no blob: its span learns the export's id at the publish.
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        operations = Operations(Unexposed(), tracing=from_provider(provider))
+        operations, exporter, provider = traced(Unexposed())
         handler.observer = operations
         with operations.handling(message):
             record = await handler.handle(message)
@@ -739,8 +732,8 @@ def test_crash_between_record_and_event_converges_on_redelivery(tmp_path: Path) 
         assert record.export == stored.export and stored.export is not None
         sent = await backend.publisher.sent()
         assert [e["export_id"] for e in sent] == [stored.export.export_id]
-        [turn] = [s for s in exporter.get_finished_spans() if s.name == "turn"]
-        assert (turn.attributes or {})["export_worker.export_id"] == stored.export.export_id
+        [turn] = turn_spans(exporter)
+        assert turn["export_worker.export_id"] == stored.export.export_id
         provider.shutdown()
 
     run(tmp_path, headline(), body)

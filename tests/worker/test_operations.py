@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 from msgspec.structs import replace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from spans import traced, turn_spans
 
 from handlers.errors import PermanentError, RetryableError
 from worker.handler import TurnHandler
@@ -34,7 +32,6 @@ from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
 from worker.testing.seeding import event_body, seed, seeding
-from worker.tracing import from_provider
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -116,18 +113,6 @@ def test_each_turn_is_counted_by_decision_with_its_handling_time_queue_wait_and_
     assert sample(metrics, "export_worker_sessions_held") == 0  # every session released
     assert operations.liveness.state().started_at is not None
     assert operations.liveness.verdict().ok
-
-
-def traced(metrics: Metrics) -> tuple[Operations, InMemorySpanExporter, TracerProvider]:
-    """Operations with `metrics` and spans kept in memory."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return Operations(metrics, tracing=from_provider(provider)), exporter, provider
-
-
-def turn_spans(exporter: InMemorySpanExporter) -> list[dict[str, Any]]:
-    return [dict(s.attributes or {}) for s in exporter.get_finished_spans() if s.name == "turn"]
 
 
 class Scripted:
