@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from schemas.records import TurnRecord
 from worker.ports import Ledger
 
@@ -226,5 +228,18 @@ def test_local_turns_without_seq_come_last_in_insertion_order(tmp_path: Any) -> 
             "late-a",
         ]
         await ledger.close()
+
+    asyncio.run(main())
+
+
+def test_local_ledger_refuses_calls_once_closed(tmp_path: Any) -> None:
+    from worker.local.store import LocalLedger
+
+    async def main() -> None:
+        ledger = LocalLedger(tmp_path / "worker.db")
+        assert await ledger.get("c", "t1") is None
+        await ledger.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            await ledger.get("c", "t1")
 
     asyncio.run(main())

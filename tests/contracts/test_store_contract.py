@@ -145,6 +145,22 @@ def test_history_holds_every_message_however_long_the_conversation(store_factory
     run(body, store_factory)
 
 
+def test_history_holds_every_message_of_a_seq_stored_twice(store_factory: Any) -> None:
+    # Never in valid data (a conversation's seqs are unique), but a store that paged on seq
+    # alone would drop such messages at a page boundary, silently.
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        await store.put_message(message(cid, 1))
+        for n in range(120):
+            await store.put_message({**message(cid, 7), "id": f"{cid}-twin{n:03d}"})
+        await store.put_message(message(cid, 8))
+        docs = [doc async for doc in store.history(cid, 8)]
+        assert [doc["seq"] for doc in docs] == [8, *[7] * 120, 1]
+        assert len({doc["id"] for doc in docs}) == 122
+
+    run(body, store_factory)
+
+
 def test_history_returns_whole_documents_deleted_ones_too(store_factory: Any) -> None:
     async def body(store: ConversationStore) -> None:
         cid = new_id("conv")
@@ -169,6 +185,28 @@ def test_history_holds_a_message_whose_seq_has_a_fraction(store_factory: Any) ->
             await store.put_message(message(cid, seq))
         await store.put_message({**message(cid, 3), "id": f"{cid}-half", "seq": 2.5})
         assert await collect(store, cid, 4) == [4, 2.5, 2, 1]
+
+    run(body, store_factory)
+
+
+@pytest.mark.parametrize("seq", [None, "3", True, "missing"])
+def test_a_message_without_a_numeric_seq_is_never_in_a_history(
+    store_factory: Any, seq: Any
+) -> None:
+    # Cosmos DB's `c.seq <= @max` is undefined for a string, a bool, null or no seq, so the
+    # query leaves such a message out; the local store must too (a bool is not the number 1).
+    async def body(store: ConversationStore) -> None:
+        cid = new_id("conv")
+        for number in (1, 2, 4):
+            await store.put_message(message(cid, number))
+        odd = {**message(cid, 3), "id": f"{cid}-odd"}
+        if seq == "missing":
+            del odd["seq"]
+        else:
+            odd["seq"] = seq
+        await store.put_message(odd)
+        assert await collect(store, cid, 4) == [4, 2, 1]
+        assert (await store.get_message(cid, f"{cid}-odd"))["content"] == "message 3"
 
     run(body, store_factory)
 
@@ -214,5 +252,46 @@ def test_local_history_reads_one_page_when_the_caller_stops_early(tmp_path: Any)
         assert len([doc async for doc in store.history("c", HISTORY_PAGE_SIZE * 3)]) == 150
         assert reads == 4  # three full pages, then an empty one
         await store.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("document", "key"),
+    [
+        ({"conversation_id": "c", "seq": 1}, "id"),
+        ({"id": "m1", "seq": 1}, "conversation_id"),
+        ({"id": "", "conversation_id": "c", "seq": 1}, "id"),
+        ({"id": "m1", "conversation_id": 7, "seq": 1}, "conversation_id"),
+    ],
+)
+def test_local_store_refuses_a_message_without_its_keys(
+    tmp_path: Any, document: dict[str, Any], key: str
+) -> None:
+    """`dev seed` of such a fixture stops with the key it lacks, and stores nothing."""
+    from worker.local.store import LocalConversationStore
+
+    async def main() -> None:
+        store = LocalConversationStore(tmp_path / "worker.db")
+        with pytest.raises(ValueError, match=f"non-empty string {key!r}"):
+            await store.put_message(document)
+        with pytest.raises(ValueError, match="non-empty string 'id'"):
+            await store.put_conversation({"user_id": "u-1"})
+        await store.put_message(message("c", 1))
+        assert await collect(store, "c", 10) == [1]
+        await store.close()
+
+    asyncio.run(main())
+
+
+def test_local_store_refuses_calls_once_closed(tmp_path: Any) -> None:
+    from worker.local.store import LocalConversationStore
+
+    async def main() -> None:
+        store = LocalConversationStore(tmp_path / "worker.db")
+        await store.put_conversation(conversation("c"))
+        await store.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            await store.get_conversation("c")
 
     asyncio.run(main())
