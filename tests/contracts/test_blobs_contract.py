@@ -134,6 +134,35 @@ def test_an_aborted_upload_keeps_the_previous_content(blobs_factory: Any) -> Non
     run(body, blobs_factory)
 
 
+def test_a_finished_upload_takes_no_more_bytes(blobs_factory: Any) -> None:
+    """After commit or abort, a write or a commit is a bug in the caller and says so; an
+    abort after either is the clean-up a failing turn runs anyway, and changes nothing."""
+
+    async def body(blobs: Blobs) -> None:
+        committed, aborted = new_path(), new_path()
+        upload = await blobs.upload(committed, INFO)
+        await upload.write(b"a,b\r\n")
+        await upload.commit()
+        with pytest.raises(RuntimeError):
+            await upload.write(b"late")
+        with pytest.raises(RuntimeError):
+            await upload.commit()
+        await upload.abort()
+        assert b"".join(await read_all(blobs, committed)) == b"a,b\r\n"
+
+        upload = await blobs.upload(aborted, INFO)
+        await upload.write(b"x")
+        await upload.abort()
+        with pytest.raises(RuntimeError):
+            await upload.write(b"late")
+        with pytest.raises(RuntimeError):
+            await upload.commit()
+        await upload.abort()
+        assert not await blobs.exists(aborted)
+
+    run(body, blobs_factory)
+
+
 def test_an_empty_blob_is_a_blob(blobs_factory: Any) -> None:
     async def body(blobs: Blobs) -> None:
         path = new_path()
@@ -243,3 +272,18 @@ def test_local_blob_without_sidecar_reads_as_octet_stream(tmp_path: Path) -> Non
     (tmp_path / "artifacts/c1/by-hand.json").write_bytes(b"[]")
     info = asyncio.run(blobs.info("artifacts/c1/by-hand.json"))
     assert info == BlobInfo("application/octet-stream", "by-hand.json", {})
+
+
+def test_local_blobs_refuse_a_chunk_size_that_reads_nothing(tmp_path: Path) -> None:
+    """A chunk size of 0 would read every blob as empty: refused, not an export of no rows."""
+    from worker.local.blobs import LocalBlobs
+
+    async def main() -> None:
+        blobs = LocalBlobs(tmp_path / "blobs")
+        await blobs.put("artifacts/a.json", b"[1]")
+        for size in (0, -1):
+            with pytest.raises(ValueError, match="chunk_size"):
+                await read_all(blobs, "artifacts/a.json", chunk_size=size)
+        assert await read_all(blobs, "artifacts/a.json", chunk_size=1) == [b"[", b"1", b"]"]
+
+    asyncio.run(main())

@@ -8,8 +8,10 @@ are counted here, and the bytes checked at the chunk boundaries the shortcuts re
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import shutil
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,6 +71,129 @@ def test_a_small_blob_the_page_cache_lacks_is_read_in_one_handoff(
     monkeypatch.setattr(os, "preadv", would_wait)
     assert _read(blobs, "artifacts/a.json") == ([data] if data else [])
     assert handoffs == ["_open_and_read"]
+
+
+def test_a_blob_the_page_cache_holds_only_part_of_is_read_whole(
+    tmp_path: Path, handoffs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs = LocalBlobs(tmp_path)
+    data = bytes(i % 251 for i in range(CHUNK - 1))
+    asyncio.run(blobs.put("artifacts/a.json", data))
+    handoffs.clear()
+    real_preadv = os.preadv
+
+    def cached_half(fd: int, buffers: list[bytearray], offset: int, flags: int = 0) -> int:
+        # RWF_NOWAIT reads the cached pages it meets first and stops at the first it lacks.
+        [buffer] = buffers
+        half = memoryview(buffer)[: len(data) // 2]
+        return real_preadv(fd, [half], offset, flags)
+
+    monkeypatch.setattr(os, "preadv", cached_half)
+    assert _read(blobs, "artifacts/a.json") == [data]
+    assert handoffs == ["_open_and_read"]
+
+
+def test_without_rwf_nowait_a_small_blob_is_read_in_one_handoff(
+    tmp_path: Path, handoffs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not Linux (or an older one): no read can refuse to wait, so none is tried."""
+    blobs = LocalBlobs(tmp_path)
+    asyncio.run(blobs.put("artifacts/a.json", b"[1, 2]"))
+    handoffs.clear()
+    monkeypatch.setattr(local_blobs, "_NOWAIT", None)
+    assert _read(blobs, "artifacts/a.json") == [b"[1, 2]"]
+    assert handoffs == ["_open_and_read"]
+
+
+def _open_under(root: Path) -> list[str]:
+    """The files under `root` this process holds open."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            names.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:
+            continue  # the listing's own descriptor, closed by now
+    return [name for name in names if name.startswith(str(root))]
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["cached", "from-disk"])
+@pytest.mark.parametrize("size", [0, CHUNK - 1, 3 * CHUNK])
+def test_reading_a_blob_leaves_no_file_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool, size: int
+) -> None:
+    """Whole or stopped after its first chunk: a long-running worker reads thousands."""
+    blobs = LocalBlobs(tmp_path)
+    asyncio.run(blobs.put("artifacts/a.json", b"x" * size))
+    if not cached:
+
+        def would_wait(*_: Any) -> int:
+            raise BlockingIOError("not in the page cache")
+
+        monkeypatch.setattr(os, "preadv", would_wait)
+
+    async def first_chunk() -> None:
+        stream = blobs.read("artifacts/a.json", CHUNK)
+        async for _ in stream:
+            break
+        await stream.aclose()  # type: ignore[attr-defined]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        _read(blobs, "artifacts/a.json")
+        asyncio.run(first_chunk())
+        gc.collect()
+    assert _open_under(tmp_path) == []
+    # A file left to the garbage collector is closed too, late and with this warning.
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+@pytest.mark.parametrize("size", [10, WRITE_BUFFER_BYTES + 10])
+def test_writing_a_blob_leaves_no_file_open(tmp_path: Path, size: int) -> None:
+    """Put, commit or abort: each closes what it opened (a bare descriptor is never closed
+    for it by the garbage collector)."""
+    blobs = LocalBlobs(tmp_path)
+
+    async def main() -> None:
+        await blobs.put("artifacts/a.json", b"x" * size)
+        for path, finish in (("exports/c/t/kept.csv", "commit"), ("exports/c/t/gone.csv", "abort")):
+            upload = await blobs.upload(path, INFO)
+            await upload.write(b"x" * size)
+            await getattr(upload, finish)()
+
+    asyncio.run(main())
+    assert _open_under(tmp_path) == []
+    assert (tmp_path / "exports/c/t/kept.csv").stat().st_size == size
+
+
+def test_a_commit_syncs_the_export_before_moving_it_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes reach the disk before the name points at them: a machine that stops
+    mid-commit never leaves an export under its name with bytes missing."""
+    events: list[tuple[str, ...]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(source: Any, target: Any) -> None:
+        events.append(("replace", str(source), str(target)))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+
+    async def main() -> None:
+        upload = await LocalBlobs(tmp_path).upload("exports/c/t/x.csv", INFO)
+        await upload.write(b"a,b\r\n")
+        await upload.commit()
+
+    asyncio.run(main())
+    fsynced = [event[1] for event in events if event[0] == "fsync"]
+    assert events[-1][0] == "replace"
+    assert events[-1][2] == str(tmp_path / "exports/c/t/x.csv")
+    assert fsynced == [events[-1][1]]  # the staged export, before it was moved
 
 
 def test_a_folder_is_not_a_blob(tmp_path: Path) -> None:

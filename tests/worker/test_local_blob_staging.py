@@ -122,6 +122,21 @@ def test_when_the_start_time_cannot_be_read_a_running_pid_leaves_the_age_rule(
     assert _staged(tmp_path) == []
 
 
+def test_an_older_workers_name_whose_random_part_starts_with_t_leaves_the_age_rule(
+    tmp_path: Path, other_process: int
+) -> None:
+    """An older worker named its files `{pid}-` and a random part, which may start with a
+    "t" as a start time does: without digits after it, it is no start time."""
+    (tmp_path / ".staging").mkdir(parents=True)
+    staged = tmp_path / ".staging" / f"{other_process}-tk3x_q9.part"
+    staged.write_bytes(b"staged by an older worker")
+    LocalBlobs(tmp_path)
+    assert _staged(tmp_path) == [staged]
+    _age(staged, STALE_STAGING_SECONDS + 100)
+    LocalBlobs(tmp_path)
+    assert _staged(tmp_path) == []
+
+
 def test_a_process_start_time_is_read_for_running_processes_only(other_process: int) -> None:
     mine = scratch.process_start(os.getpid())
     assert isinstance(mine, int) and mine == scratch.process_start(os.getpid())
