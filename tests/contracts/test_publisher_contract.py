@@ -96,3 +96,19 @@ def test_local_outbox_keeps_the_properties_of_the_first_send(tmp_path: Any) -> N
         await outbox.close()
 
     asyncio.run(main())
+
+
+def test_local_outbox_refuses_to_publish_once_closed(tmp_path: Any) -> None:
+    from worker.local.outbox import LocalOutbox
+
+    async def main() -> None:
+        outbox = LocalOutbox(tmp_path / "outbox.db")
+        await outbox.publish("exp_1", event("exp_1"))
+        await outbox.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            await outbox.publish("exp_2", event("exp_2"))
+        reopened = LocalOutbox(tmp_path / "outbox.db")
+        assert [body["export_id"] for body in await reopened.sent()] == ["exp_1"]
+        await reopened.close()
+
+    asyncio.run(main())

@@ -145,6 +145,15 @@ def test_retries_repeat_only_what_is_declared_repeatable() -> None:
     assert probe.tries == {"look": 2, "fire": 1, "close": 1}
 
 
+def test_a_policy_of_one_try_leaves_the_port_unwrapped() -> None:
+    """`EXPORT_WORKER_CALL_ATTEMPTS=1`: every call goes straight to the adapter, no stand-in
+    in between (still checked: a role with an undeclared method is refused all the same)."""
+    probe = FlakyProbe()
+    assert retried(probe, RetryPolicy.no_waiting(call_attempts=1), Probe) is probe
+    with pytest.raises(UndeclaredPortCall):
+        retried(probe, RetryPolicy.no_waiting(call_attempts=1), Unclear)
+
+
 def test_faults_spare_releases_and_fail_writes_after_they_took_effect_too() -> None:
     class Quiet:
         def __init__(self) -> None:
