@@ -39,3 +39,61 @@ def test_the_loop_runs_while_a_workbook_is_written(tmp_path: Path) -> None:
     asyncio.run(main())
     assert heard == [True]
     assert (tmp_path / PATH).read_bytes()[:2] == b"PK"
+
+
+class _Recorded:
+    """An upload that never awaits (a buffer in memory): the loop runs between its writes
+    only if the writer lets it. Each write is noted in the shared `events`."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    async def write(self, chunk: bytes) -> None:
+        self.events.append("chunk")
+
+    async def commit(self) -> None:
+        self.events.append("commit")
+
+    async def abort(self) -> None:
+        self.events.append("abort")
+
+
+class _RecordingBlobs:
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    async def upload(self, path: str, info: Any) -> _Recorded:
+        return _Recorded(self.events)
+
+
+def test_the_loop_runs_between_the_chunks_of_a_streamed_export() -> None:
+    from handlers.serialisers.csv_file import csv_chunks
+    from worker.export_file import write_export
+    from worker.ports import BlobInfo
+
+    columns, rows = ["n", "s"], [[n, "x" * 100] for n in range(20_000)]
+    chunks = len(list(csv_chunks(columns, rows, bom=True)))
+    assert chunks > 3
+    events: list[str] = []
+
+    async def tick() -> None:
+        while True:
+            events.append("tick")
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        ticker = asyncio.create_task(tick())
+        await asyncio.sleep(0)
+        blobs: Any = _RecordingBlobs(events)
+        info = BlobInfo(content_type="text/csv", file_name="x.csv", metadata={})
+        await write_export(
+            blobs, "exports/c/t/x.csv", info, "csv", columns, rows, len(rows),
+            max_bytes=1 << 30, csv_bom=True,
+        )  # fmt: skip
+        ticker.cancel()
+
+    asyncio.run(main())
+    written = [event for event in events if event != "tick"]
+    assert written == ["chunk"] * chunks + ["commit"]
+    between = "".join("c" if event == "chunk" else "t" for event in events if event != "commit")
+    assert "cc" not in between  # a tick between every two chunks

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import copy
 import errno
+import hashlib
 import io
 import json
 import os
@@ -131,8 +132,20 @@ def test_every_export_format_is_written_and_parses_back(tmp_path: Path, fmt: str
         assert record.decision == "published" and record.export is not None
         assert record.export.format == fmt and record.event_sent
         data = await blob_bytes(backend, record.export.blob)
+        assert (record.export.bytes, record.export.sha256) == (
+            len(data),
+            hashlib.sha256(data).hexdigest(),
+        )
         info = await backend.blobs.info(record.export.blob)
         assert info.file_name.endswith(f".{fmt}")
+        assert (
+            info.content_type
+            == {
+                "json": "application/json",
+                "xml": "application/xml",
+                "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            }[fmt]
+        )
         assert info.metadata["row_count"] == "900"
         if fmt == "json":
             rows = json.loads(data)
