@@ -17,6 +17,9 @@ from workbooks import PATH, write_workbook
 
 from worker import scratch
 
+OTHER_PREFIX = "other-program-"
+assert len(OTHER_PREFIX) == len(scratch.PREFIX)
+
 
 def _dead_pid() -> int:
     """The id of a process that has exited (and been waited for)."""
@@ -47,6 +50,8 @@ def test_sweep_keeps_the_folders_of_running_writers_and_everything_else(tmp_path
                 _folder(tmp_path, "export-worker-abc-def"),  # not named by a process id
                 _folder(tmp_path, f"export-worker-{_dead_pid()}"),  # not a scratch folder's name
                 _folder(tmp_path, f"other-{_dead_pid()}-abc"),
+                # Another program's folder, its prefix as long as ours.
+                _folder(tmp_path, f"{OTHER_PREFIX}{_dead_pid()}-abc"),
             ]
             stray = tmp_path / f"export-worker-{_dead_pid()}-file"
             stray.write_text("a file, not a folder")

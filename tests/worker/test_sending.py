@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from worker.ports import MAX_MESSAGE_ID
 from worker.sending import routing
 
@@ -29,10 +31,15 @@ def test_an_event_id_past_the_message_id_limit_gives_a_derived_id_of_its_own() -
     assert at_limit == "e" * MAX_MESSAGE_ID
 
 
-def test_a_body_without_a_usable_event_id_gets_a_fresh_message_id() -> None:
-    session, first = routing(b"not json")
-    _, second = routing(b"not json")
-    assert session == "" and first != second and len(first) <= MAX_MESSAGE_ID
+@pytest.mark.parametrize(
+    "raw",
+    [b"not json", b"[1]", body(event_id=""), body(event_id=7), body(event_id=None), body()],
+    ids=["not-json", "not-an-object", "empty", "a-number", "null", "missing"],
+)
+def test_a_body_without_a_usable_event_id_gets_a_fresh_message_id(raw: bytes) -> None:
+    session, first = routing(raw)
+    _, second = routing(raw)
+    assert session == "" and first != second and 0 < len(first) <= MAX_MESSAGE_ID
 
 
 def test_ids_holding_a_lone_surrogate_route_without_failing_the_send() -> None:

@@ -74,6 +74,21 @@ def test_a_bug_is_handler_error_with_its_type_and_place_and_never_its_message() 
     assert "SECRET_ROW_VALUE" not in fate.description and "12.45" not in fate.description
 
 
+def test_a_bug_is_placed_where_it_was_raised_not_where_it_was_caught() -> None:
+    def deepest() -> None:
+        raise KeyError("k")  # the line the description names
+
+    def middle() -> None:
+        deepest()
+
+    try:
+        middle()
+    except KeyError as caught:
+        failure = caught
+    line = deepest.__code__.co_firstlineno + 1
+    assert where_raised(failure) == f"KeyError at test_settlement.py:{line}"
+
+
 def test_descriptions_are_kept_short() -> None:
     fate = settle(PermanentError("schema_invalid", "x" * 5000), 1, POLICY)
     assert isinstance(fate, DeadLetter) and len(fate.description) == MAX_DESCRIPTION
