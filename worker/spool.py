@@ -85,16 +85,6 @@ class RowSpool:
         such a batch back as a `PlainCsvBatch`. Its values are not kept."""
         self._encode = encode
 
-    def append(self, action: str, row: dict[str, Any]) -> None:
-        """Spool one row of `action`."""
-        pending = self._pending.get(action)
-        if pending is None:
-            pending = self._open(action)
-        pending.append(row)
-        self.count += 1
-        if len(pending) >= BATCH_ROWS:
-            self._flush(action)
-
     def extend(self, action: str, rows: Iterable[dict[str, Any]]) -> None:
         """Spool rows of `action`, in order."""
         pending = self._pending.get(action)
