@@ -465,7 +465,12 @@ def _deep(depth: int) -> Any:
 
 
 @given(
-    arguments=st.lists(st.dictionaries(st.text(max_size=2), _JSON_VALUE, max_size=3), max_size=2),
+    arguments=st.lists(
+        st.dictionaries(
+            st.text(max_size=2), _JSON_VALUE | st.integers(0, 12).map(_deep), max_size=3
+        ),
+        max_size=2,
+    ),
     results=st.lists(_JSON_VALUE | st.integers(0, 12).map(_deep), max_size=3),
     bound=st.sampled_from([0, 1, 3, 7, 2000]),
 )

@@ -229,3 +229,17 @@ def test_rows_of_other_keys_or_of_no_key_are_spooled_as_rows() -> None:
         spool.extend("h", single)
         assert list(spool.batches("h")) == [(("n",), [list(range(BATCH_ROWS))])]
         assert list(spool.rows("h")) == single
+
+
+@pytest.mark.parametrize("shape", ["columns", "rows"])
+def test_a_batch_whose_every_row_is_skipped_is_left_out_not_given_empty(shape: str) -> None:
+    if shape == "columns":
+        rows = [{"n": n} for n in range(BATCH_ROWS + 2)]
+    else:  # rows of other keys: written as the rows themselves
+        rows = [{"n": n} if n % 2 else {"m": n} for n in range(BATCH_ROWS + 2)]
+    with RowSpool() as spool:
+        spool.extend("h", rows)
+        spool.skip("h", range(BATCH_ROWS))  # the whole first batch
+        batches = list(spool.batches("h"))
+        assert len(batches) == 1
+        assert list(spool.rows("h")) == rows[BATCH_ROWS:]
