@@ -39,6 +39,11 @@ def handoffs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield seen
 
 
+def _would_wait(*_: Any) -> int:
+    """`os.preadv` for a blob the page cache lacks: what RWF_NOWAIT answers then."""
+    raise BlockingIOError("not in the page cache")
+
+
 def _read(blobs: LocalBlobs, path: str) -> list[bytes]:
     async def main() -> list[bytes]:
         return [chunk async for chunk in blobs.read(path, CHUNK)]
@@ -65,10 +70,7 @@ def test_a_small_blob_the_page_cache_lacks_is_read_in_one_handoff(
     asyncio.run(blobs.put("artifacts/a.json", data))
     handoffs.clear()
 
-    def would_wait(*_: Any) -> int:
-        raise BlockingIOError("not in the page cache")  # what RWF_NOWAIT answers then
-
-    monkeypatch.setattr(os, "preadv", would_wait)
+    monkeypatch.setattr(os, "preadv", _would_wait)
     assert _read(blobs, "artifacts/a.json") == ([data] if data else [])
     assert handoffs == ["_open_and_read"]
 
@@ -125,11 +127,7 @@ def test_reading_a_blob_leaves_no_file_open(
     blobs = LocalBlobs(tmp_path)
     asyncio.run(blobs.put("artifacts/a.json", b"x" * size))
     if not cached:
-
-        def would_wait(*_: Any) -> int:
-            raise BlockingIOError("not in the page cache")
-
-        monkeypatch.setattr(os, "preadv", would_wait)
+        monkeypatch.setattr(os, "preadv", _would_wait)
 
     async def first_chunk() -> None:
         stream = blobs.read("artifacts/a.json", CHUNK)
