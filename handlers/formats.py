@@ -315,6 +315,14 @@ def _requested_in(sentence: str) -> list[_Mention]:
     return requested
 
 
+# The most pieces (runs of non-whitespace) a match of a pattern read before a mention spans,
+# counting the piece the mention starts inside ("data.json"): `_HELD_IN_BEFORE`'s "so we have
+# got the data already in a data." is 10; `_POSSESSION_BEFORE`'s "so we already have already
+# got the new" 8; `_TARGET_BEFORE`'s "well as a data." and `_INPUT_DETERMINER`'s "here is the
+# sales" 4; `_SOURCE_BEFORE`'s "from the sales" 3.
+_PHRASE_PIECES: Final = 10
+
+
 class _Pieces:
     """Where a sentence's pieces (runs of non-whitespace) and its runs of word characters
     and hyphens start, found once: the phrase before a mention is cut out by bisection, not
@@ -328,10 +336,11 @@ class _Pieces:
         self.stem_ends = [end for _, end in stems]
 
     def phrase_before(self, position: int) -> str | None:
-        """The text before `position` from the start of its last five pieces on, which
-        holds every match of `_TARGET_BEFORE`, `_INPUT_DETERMINER` and `_SOURCE_BEFORE` (each
-        spans at most four pieces and ends at the mention). None when no match can end
-        there: the text ends inside a piece that is not a file name's stem ("data.")."""
+        """The text before `position` from the start of its last `_PHRASE_PIECES` pieces
+        on (the piece holding the mention among them when it starts inside one), which holds
+        every match of the patterns read before a mention: each ends at the mention and
+        spans at most that many (`_PHRASE_PIECES`). None when no match can end there: the
+        text ends inside a piece that is not a file name's stem ("data.")."""
         text = self.sentence
         k = bisect_left(self.starts, position)  # the pieces that start before the mention
         if position and not text[position - 1].isspace():
@@ -344,7 +353,7 @@ class _Pieces:
                 or self.stem_starts[at] != self.starts[k - 1]
             ):
                 return None
-        return text[self.starts[k - 5] if k > 5 else 0 : position]
+        return text[self.starts[k - _PHRASE_PIECES] if k > _PHRASE_PIECES else 0 : position]
 
 
 def _is_target(before: str) -> bool:

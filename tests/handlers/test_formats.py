@@ -89,6 +89,10 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("negation", "Put the devices with no firmware update into a json file", "json"),
     ("negation", "Export all sensors except the broken ones as xlsx", "xlsx"),
     ("negation", "Export the rows that don't have errors as csv", None),  # "have" may ask
+    # only the negations that can say which data ("no", "not", "never", "-n't", ...) may
+    # describe it: "cannot" refuses
+    ("negation", "my manager cannot read it in xml", None),
+    ("negation", "the team avoid opening it as json", None),
     ("negation", "I like it but not now but create a csv", "csv"),  # the last "but" resets
     ("negation", "don't alpha beta gamma delta epsilon zeta eta csv", None),  # 8 words back
     ("negation", "don't alpha beta gamma delta epsilon zeta eta theta csv", "csv"),  # 9 back

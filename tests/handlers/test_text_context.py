@@ -35,7 +35,9 @@ _WORDS = (
     "mind", "possible", "rows", "with", "errors", "users", "who", "logged", "sensors",
     "reporting", "forget", "only", "just", "average", "sum", "summarise", "total", "mean",
     "filter", "sorted", "by", "group", "top", "per", "hour", "raw", "data", "all", "hourly",
-    "well", "such", "same", ",", ".", ";", ":", "?", "!", "-", "(", ")", "1001", "1002",
+    "well", "such", "same", "have", "got", "already", "we", "we've", "they", "it", "them",
+    "are", "stored", "currently", "some", "these", "sure", "make", "here's", "here", "is",
+    ",", ".", ";", ":", "?", "!", "-", "(", ")", "1001", "1002",
     "2026-11-19", "5", "10-minute", "/mnt/exports/2026/readings.json", "日本語のテキスト",
     "report.csv.csv", "x-foo", "it's", "a'b'c",
     "1234567890" * 25, "a" * 260, "語" * 120,
@@ -125,6 +127,65 @@ def test_the_rules_judge_each_mention_and_cue_as_the_whole_text_before_it_would(
         patch.setattr(formats._Pieces, "phrase_before", _whole_phrase)
         patch.setattr(passthrough, "words_before", _whole_clause_words)
         assert (detect_format(text), is_derived_request(text)) == read
+
+
+def _choice(*options: str) -> st.SearchStrategy[str]:
+    return st.sampled_from(options)
+
+
+# The longest phrases the rules read before a mention: "I have a csv" and "the data is in
+# json" at their fullest ("so we have already got the new csv", "sure we have got the data
+# already in a data.json"), in pieces that each may be left out. Random words rarely line
+# up so many in a row.
+_POSSESSIONS = st.tuples(
+    _choice("", "so ", "can ", "could ", "and "),
+    _choice("i ", "we ", "they ", "you "),
+    _choice("", "already ", "now ", "just "),
+    _choice("have ", "'ve ", "'ve got ", "have got "),
+    _choice("", "already ", "now ", "also "),
+    _choice("", "a ", "the ", "two ", "our "),
+    _choice("", "new ", "sales ", "to "),
+).map(lambda parts: "".join(parts).replace(" 've", "'ve"))
+_HELD_IN = st.tuples(
+    _choice("", "so ", "sure ", "can ", "make ", "check "),
+    _choice("the data is ", "it's ", "rows are ", "we have got it ", "i've got the rows ",
+            "they have them ", "we have my data "),
+    _choice("", "already ", "currently ", "stored ", "all "),
+    _choice("in ", "in a ", "in an ", "in data.", "in a data.", "as "),
+).map("".join)  # fmt: skip
+_PHRASES = st.tuples(
+    _choice("", "ok ", "here is the thing: ", "1001 2026-11-19 "),
+    st.one_of(_POSSESSIONS, _HELD_IN),
+    _choice("csv", "json", "xml", "excel"),
+    _choice("", ", make it xml", ". Convert it to json", " please", "?"),
+).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_PHRASES)
+def test_the_longest_phrases_before_a_mention_judge_as_the_whole_text_would(text: str) -> None:
+    read = detect_format(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(formats._Pieces, "phrase_before", _whole_phrase)
+        assert detect_format(text) == read
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # eight pieces before the mention: what the user holds is the input
+        ("so I have already got a new csv", None),
+        ("we have already got the new csv, make it xml", "xml"),
+        # nine, and the mention inside a tenth: where the data already is
+        ("well we have got the data already in json, convert it to xml", "xml"),
+        ("so we have got the data already in a data.json, convert it to xml", "xml"),
+        ("can we have it already in json?", "json"),  # asked for, not held
+    ],
+)
+def test_what_the_user_holds_is_read_however_many_words_say_it(
+    text: str, expected: str | None
+) -> None:
+    assert detect_format(text) == expected
 
 
 _NUMBERS = " ".join(str(n) for n in range(1001, 1046))
