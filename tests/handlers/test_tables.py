@@ -264,6 +264,38 @@ def test_unfenced_csv_last_row_opening_like_a_sign_off_over_values_stays_a_row(
     assert table is not None and table.rows[-1] == last
 
 
+def test_a_header_that_speaks_is_the_header_when_the_record_after_it_shows_values() -> None:
+    # "What you ordered" reads like a sentence's words; the next record's 2 shows a value,
+    # so it is a row and the line above it the header.
+    reply = "Item, What you ordered, Qty\nA1, Widget, 2\nB2, Gadget, 3\n"
+    assert find_table(reply) == Table(
+        columns=("Item", "What you ordered", "Qty"),
+        rows=(("A1", "Widget", "2"), ("B2", "Gadget", "3")),
+    )
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        "s3,not yet measured",  # no ", ": not written as a sentence
+        "s3,not measured by you",  # speaks, but its comma has no space after it
+        's3, "not measured, ask you"',  # quoted: written as a cell
+    ],
+)
+def test_a_last_row_that_is_not_written_as_a_sentence_stays_a_row(last: str) -> None:
+    reply = f"sensor,reading\ns1,42\ns2,17\n{last}\n"
+    table = find_table(reply)
+    assert table is not None and len(table.rows) == 3 and table.rows[-1][0] == "s3"
+
+
+def test_a_last_row_of_a_phrase_book_opening_with_two_words_stays_a_row() -> None:
+    # It opens with a sign-off's words and names its reader, but a sign-off's first cell
+    # runs to several words: two are a phrase.
+    reply = "phrase, translation\nhello, salut\nsee you, a plus\nthank you, merci a vous\n"
+    table = find_table(reply)
+    assert table is not None and table.rows[-1] == ("thank you", "merci a vous")
+
+
 def test_sentence_with_the_headers_cell_count_is_not_a_row() -> None:
     reply = "timestamp,parameter,value\n00:00,V1,12.45\nThe rest, as usual, follows.\n"
     table = find_table(reply)
@@ -330,6 +362,12 @@ def test_fenced_csv_beats_a_larger_pipe_table() -> None:
 
 def test_first_fenced_csv_that_parses_wins() -> None:
     reply = "```csv\nonly\n1\n```\n\n```CSV\nx,y\n1,2\n```\n\n```csv\np,q\n1,2\n3,4\n```"
+    assert find_table(reply) == Table(columns=("x", "y"), rows=(("1", "2"),))
+
+
+@pytest.mark.parametrize("body", ["", "\n", " \n,\n"])
+def test_an_empty_fenced_csv_block_is_no_table_and_the_text_after_it_is_read(body: str) -> None:
+    reply = f"```csv\n{body}```\nx,y\n1,2\n"
     assert find_table(reply) == Table(columns=("x", "y"), rows=(("1", "2"),))
 
 
@@ -460,6 +498,19 @@ def test_a_row_ending_in_a_question_mark_between_rows_of_its_block_is_a_row() ->
 def test_crlf_reply_text_parses_like_lf() -> None:
     assert find_table("t,v\r\n1,2\r\n3,4\r\n") == Table(
         columns=("t", "v"), rows=(("1", "2"), ("3", "4"))
+    )
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_crlf_and_cr_fences_and_quoted_lines_read_like_lf(newline: str) -> None:
+    # A fence's closing line ends in its newline's CR: read as it was, no closing line was
+    # found, the code block became text and its calls a table.
+    code = "```python\nrows = f(a, b)\nmore = g(c, d)\nlast = h(e, f)\n```\n"
+    assert find_table(code.replace("\n", newline)) is None
+    # A quoted cell running over lines keeps LF between its lines, never a CR.
+    reply = 'site,note\nnorth,"two\nlines"\nsouth,ok\n'
+    assert find_table(reply.replace("\n", newline)) == Table(
+        columns=("site", "note"), rows=(("north", "two\nlines"), ("south", "ok"))
     )
 
 
