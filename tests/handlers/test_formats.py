@@ -96,6 +96,8 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("negation", "I like it but not now but create a csv", "csv"),  # the last "but" resets
     ("negation", "don't alpha beta gamma delta epsilon zeta eta csv", None),  # 8 words back
     ("negation", "don't alpha beta gamma delta epsilon zeta eta theta csv", "csv"),  # 9 back
+    # eight words back past the first window's 256 characters, seven inside it
+    ("negation", "don't " + " ".join(c * 35 for c in "abcdefg") + " csv", None),
     # a verb of asking after a refused format starts a new clause
     ("negation", "instead of json give me xml", "xml"),
     ("negation", "without json give me xml", "xml"),
@@ -175,6 +177,10 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("excel", "a csv I can open in excel", "csv"),
     ("excel", "put it in a spreadsheet, a csv is fine", "csv"),
     ("excel", "put it in a spreadsheet, not a csv", "xlsx"),
+    # only "excel" and "spreadsheet" yield to a csv named beside them
+    ("excel", "convert it to xml and give me a csv too", "xml"),
+    ("excel", "export it as markdown and a csv", "md"),
+    ("excel", "put it in a word document and a csv too", "docx"),
     ("excel", "a spreadsheet please", "xlsx"),
     # a conversion target wins over the format converted from
     ("target", "convert JSON to XML", "xml"),

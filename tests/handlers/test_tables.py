@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from handlers.tables import Table, _fences, find_table
+from handlers.tables import Table, _fences, find_table, without_secret_columns
 
 _ROOT = Path(__file__).resolve().parents[2]
 _FIXTURE_DIRS = (_ROOT / "tests" / "fixtures" / "public",)
@@ -647,3 +647,51 @@ def test_a_line_of_only_commas_with_another_field_count_ends_the_block() -> None
 
 def test_a_numbered_list_item_with_a_parenthesis_is_prose() -> None:
     assert find_table("1) Paris, France\n2) Lyon, France\n3) Nice, France") is None
+
+
+def test_a_table_written_before_a_code_fence_is_read() -> None:
+    reply = "t,v\n1,2\n3,4\n\n```python\nx = 1\n```\n"
+    assert find_table(reply) == Table(("t", "v"), (("1", "2"), ("3", "4")))
+
+
+def test_a_horizontal_rule_below_csv_rows_is_no_pipe_table_separator() -> None:
+    # "---" under a line reads like a separator row; without pipes it is a rule, and the
+    # row above it stays a row.
+    assert find_table("t,v\n1,2\n3,4\n---\n") == Table(("t", "v"), (("1", "2"), ("3", "4")))
+
+
+def test_lines_with_pipes_and_no_separator_row_are_no_pipe_table() -> None:
+    assert find_table("a | b\nc | d\ne | f\n") is None
+
+
+def test_an_elision_above_a_block_is_no_header() -> None:
+    assert find_table("…,…\n1,2\n3,4\n") == Table(("1", "2"), (("3", "4"),))
+
+
+def test_a_quoted_first_cell_keeps_its_comma() -> None:
+    reply = 'name,age\n"Smith, J",42\n  "Doe, A",17\n'
+    assert find_table(reply) == Table(("name", "age"), (("Smith, J", "42"), ("Doe, A", "17")))
+
+
+def test_columns_naming_secrets_are_dropped_with_their_cells() -> None:
+    table = Table(
+        ("device", "api_key", "Access Token", "value"),
+        (("d1", "k1", "t1", "12"), ("d2", "k2", "t2", "13")),
+    )
+    assert without_secret_columns(table) == Table(("device", "value"), (("d1", "12"), ("d2", "13")))
+    plain = Table(("device", "value"), (("d1", "12"),))
+    assert without_secret_columns(plain) == plain
+
+
+def test_each_block_passes_over_its_own_two_sentences_above() -> None:
+    # The count of sentences passed over starts again at each block.
+    reply = "\n".join(
+        [
+            "here you go, x, x",
+            "x, here you go, x",
+            "a,b,c\nx,x,x\nx,x,x",
+            "here you go, x",
+            "p,q\nx,x\nx,x\nx,x",
+        ]
+    )
+    assert find_table(reply) == Table(("p", "q"), (("x", "x"),) * 3)
