@@ -150,6 +150,19 @@ def test_a_page_is_cleaned_as_each_row_was(pages: list[Any]) -> None:
         assert json.dumps(result, sort_keys=True, default=repr) == before  # input untouched
 
 
+def test_a_page_of_known_keys_with_a_secret_inside_a_value_is_cleaned() -> None:
+    # The page's keys are all known clean; a secret below them is found only by looking
+    # inside its values, which a page of scalars needs no look into.
+    cleaner = RowCleaner()
+    assert cleaner.page(locate_rows([{"a": 1, "b": "x"}])) == (
+        [{"a": 1, "b": "x"}],
+        {"a": None, "b": None},
+    )
+    nested = [{"a": {"token": "t", "c": 1}, "b": "x"}, {"a": [{"Password": "p", "d": 2}], "b": "y"}]
+    rows, _ = cleaner.page(locate_rows(nested))
+    assert rows == [{"a": {"c": 1}, "b": "x"}, {"a": [{"d": 2}], "b": "y"}]
+
+
 @settings(max_examples=300, deadline=None)
 @given(rows=st.lists(ROWS, max_size=12))
 def test_digests_of_a_page_are_each_rows_digest(rows: list[Row]) -> None:

@@ -267,6 +267,29 @@ def test_rows_of_lists_that_do_not_fit_the_columns_stay_value_rows() -> None:
     ]
     assert rows({"columns": [{"type": "int"}], "rows": [[1]]}) == [{"value": [1]}]
     assert rows({"columns": ["a", "a"], "rows": [[1, 2]]}) == [{"value": [1, 2]}]
+    # a column without a name, or named by a number, would key a value by it
+    assert rows({"columns": ["a", ""], "rows": [[1, 2]]}) == [{"value": [1, 2]}]
+    assert rows({"columns": ["a", 5], "rows": [[1, 2]]}) == [{"value": [1, 2]}]
+
+
+def test_a_compacted_columnar_table_keeps_its_remaining_items_after_its_rows() -> None:
+    result = {"columns": ["a", "b"], "rows": [[1, 2], [3, 4], {"remaining_items": 5}]}
+    assert rows(result) == [{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"remaining_items": 5}]
+
+
+def test_columns_without_a_rows_key_or_beside_an_empty_field_are_a_record() -> None:
+    # Only an empty `rows` or `data` says a columnar table answered no rows.
+    record = {"columns": ["a", "b"], "name": "t", "comment": ""}
+    assert rows(record) == [record]
+
+
+def test_a_columnar_table_reached_at_the_fourth_level_is_itself_the_row() -> None:
+    table = {"columns": ["a", "b"], "rows": [[1, 2]]}
+    assert rows({"data": {"tables": [table]}}) == [{"a": 1, "b": 2}]
+    # the table is the fourth level: its rows are not followed
+    assert rows({"data": {"data": {"tables": [table]}}}) == [table]
+    # the `tables` holder is the fourth level: its tables are not followed
+    assert rows({"data": {"data": {"data": {"tables": [table]}}}}) == [{"tables": [table]}]
 
 
 _JSON = st.recursive(

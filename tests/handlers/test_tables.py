@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from handlers.tables import Table, _fences, find_table, without_secret_columns
+from handlers.tables import (
+    Table,
+    _fences,
+    find_table,
+    without_row_numbers,
+    without_secret_columns,
+)
 
 _ROOT = Path(__file__).resolve().parents[2]
 _FIXTURE_DIRS = (_ROOT / "tests" / "fixtures" / "public",)
@@ -683,15 +689,88 @@ def test_columns_naming_secrets_are_dropped_with_their_cells() -> None:
     assert without_secret_columns(plain) == plain
 
 
-def test_each_block_passes_over_its_own_two_sentences_above() -> None:
+@pytest.mark.parametrize("above", [["here you go, x"], ["here you go, x", "x, here you go"]])
+def test_each_block_passes_over_its_own_two_sentences_above(above: list[str]) -> None:
     # The count of sentences passed over starts again at each block.
     reply = "\n".join(
         [
             "here you go, x, x",
             "x, here you go, x",
             "a,b,c\nx,x,x\nx,x,x",
-            "here you go, x",
+            *above,
             "p,q\nx,x\nx,x\nx,x",
         ]
     )
     assert find_table(reply) == Table(("p", "q"), (("x", "x"),) * 3)
+
+
+def test_a_separator_row_of_another_cell_count_makes_no_pipe_table() -> None:
+    assert find_table("| a | b | c |\n|---|---|\n| 1 | 2 | 3 |\n| 4 | 5 | 6 |\n") is None
+
+
+def test_a_line_with_a_cell_of_eight_words_that_does_not_speak_is_no_header() -> None:
+    prose = "Voltage dropped below the threshold twice during the night, 3"
+    reply = f"{prose}\nsite,avg\nnorth,1\nsouth,2\n"
+    assert find_table(reply) == Table(("site", "avg"), (("north", "1"), ("south", "2")))
+
+
+def test_a_record_over_lines_is_judged_by_all_its_lines() -> None:
+    # Its last line ends in "!": an exclamation below the block, not a row.
+    reply = 'id,note,status\n1,ok,fine\n2,"two\nlines",done!\n'
+    assert find_table(reply) == Table(("id", "note", "status"), (("1", "ok", "fine"),))
+
+
+def test_four_words_ending_in_a_full_stop_below_a_block_are_a_sentence() -> None:
+    reply = "status,note\nok,fine\nok,fine\nAll done, all good.\n"
+    assert find_table(reply) == Table(("status", "note"), (("ok", "fine"), ("ok", "fine")))
+
+
+@pytest.mark.parametrize("below", ["", "Hope this helps, let me know\n"])
+def test_a_sentence_above_a_block_of_one_row_is_prose(below: str) -> None:
+    # One row, and a sign-off below it that is no measure of the block's columns.
+    reply = f"Sure, here are the sites\ndevice,location\nd1,Paris\n{below}"
+    assert find_table(reply) == Table(("device", "location"), (("d1", "Paris"),))
+
+
+def test_a_block_starts_right_below_a_line_of_another_field_count() -> None:
+    assert find_table("a,b,c\nx,y\n1,2\n3,4\n") == Table(("x", "y"), (("1", "2"), ("3", "4")))
+
+
+def test_a_quoted_cell_keeps_its_doubled_quotes_as_one() -> None:
+    reply = 'name,quote\na,"say ""hi"""\nb,ok\n'
+    assert find_table(reply) == Table(("name", "quote"), (("a", 'say "hi"'), ("b", "ok")))
+
+
+def test_a_fenced_csv_reads_a_quoted_cell_after_a_space() -> None:
+    reply = '```csv\nname,note\na, "x, y"\nb,z\n```'
+    assert find_table(reply) == Table(("name", "note"), (("a", "x, y"), ("b", "z")))
+
+
+def test_tsv_cells_are_cleaned_as_csv_cells_are() -> None:
+    assert find_table("t\tv\n 1 \t**2**\n") == Table(("t", "v"), (("1", "2"),))
+
+
+def test_a_row_number_column_beside_one_other_column_is_dropped() -> None:
+    table = Table(("#", "name"), (("1", "a"), ("2", "b")))
+    assert without_row_numbers(table) == Table(("name",), (("a",), ("b",)))
+
+
+def test_a_sentence_above_a_block_whose_column_holds_two_words_a_row_is_prose() -> None:
+    reply = "Sure, here are the devices\nname,location\nd1,north hall\nd2,south hall\n"
+    assert find_table(reply) == Table(
+        ("name", "location"), (("d1", "north hall"), ("d2", "south hall"))
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "sign_off"),
+    [
+        ("north pump,Paris\nsouth pump,Berlin", "Hope this helps, let me know"),  # two words
+        ("d1,Paris\nd2,Berlin", "Hope you enjoy, cheers mate"),  # the reader second
+    ],
+)
+def test_a_sign_off_below_names_of_two_words_or_naming_its_reader_second_is_prose(
+    rows: str, sign_off: str
+) -> None:
+    table = find_table(f"device,location\n{rows}\n{sign_off}\n")
+    assert table is not None and len(table.rows) == 2
