@@ -15,7 +15,7 @@ from handlers.cell_keys import cell_matches
 from handlers.dataset import RowCollector
 from handlers.excerpt import TableMatcher, column_name_key, has_table_columns
 from handlers.selection import ResultRef
-from handlers.tables import Table, find_table, without_row_numbers
+from handlers.tables import Table, find_table, without_row_numbers, without_secret_columns
 
 
 def excerpt_of(rows: list[dict[str, Any]], table: Table | None) -> bool:
@@ -364,3 +364,10 @@ def test_row_numbers_counted_from_0_or_written_with_a_full_stop_are_row_numbers(
         f"| {first} | 2026-11-19T00:00:00Z | 12.4 |\n| {second} | 2026-11-19T00:00:30Z | 12.4 |\n"
     )
     assert excerpt_of(SAMPLES, find_table(reply))
+
+
+def test_a_table_whose_every_column_names_a_secret_matches_no_row() -> None:
+    # Dropping its secret columns leaves it no column to look rows up by.
+    table = without_secret_columns(Table(("api_key", "token"), (("k1", "t1"),)))
+    assert table.columns == ()
+    assert TableMatcher(table).matches({"api_key": "k1", "token": "t1"}) == set()
