@@ -60,6 +60,7 @@ def test_row_count_estimate_survives_citation_compaction_from_marker_only() -> N
 def test_long_string_keeps_400_chars_and_says_how_many_were_cut() -> None:
     assert compact("x" * 400) == "x" * 400
     assert compact("x" * 450) == "x" * 400 + "…[truncated 50 chars]"
+    assert compact("x" * 401) == "x" * 400 + "…[truncated 1 chars]"
 
 
 def test_long_list_keeps_five_and_a_remaining_items_marker() -> None:
@@ -110,6 +111,19 @@ def test_estimate_counts_compacted_rows_without_row_count() -> None:
     assert estimate_rows({"result": [{"a": 1}, {"a": 2}]}) == 2
     assert estimate_rows({"result": {"name": "x", "status": "ok"}}) == 1
     assert estimate_rows({"result": {"items": []}}) == 0
+
+
+@pytest.mark.parametrize(
+    ("count", "estimate"),
+    [(0, 2), (3, 5), (True, 3), ("5", 3), (-1, 3), (2.0, 3)],
+)
+def test_only_a_whole_count_from_zero_up_is_a_remaining_items_marker(
+    count: Any, estimate: int
+) -> None:
+    # Anything else in the trailing item is a row like the others.
+    result = [{"a": 1}, {"a": 2}, {"remaining_items": count}]
+    assert estimate_rows({"result": result}) == estimate
+    assert bounding_estimate({"result": result}) == estimate
 
 
 def test_estimate_is_none_when_nothing_to_estimate() -> None:
