@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from handlers.file_layout import action_cells, layout, table_cells
+from handlers.file_layout import action_cells, batch_cells, layout, table_cells
 from handlers.selection import Selection
 from handlers.tables import Table
 from schemas.vocabulary import ExportFormat
@@ -127,3 +127,18 @@ def test_long_xlsx_headers_alike_within_a_cell_are_told_apart_in_the_sheet() -> 
     assert [cell.value for cell in sheet[1]] == list(shape.header)
     names = (long + "x", long + "y")
     assert layout("csv", None, selection(names)).header == names  # a CSV field has no limit
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "xml", "xlsx"])
+def test_a_table_export_is_whole_and_names_no_artifact(fmt: ExportFormat) -> None:
+    shape = layout(fmt, Table(("a", "b"), (("1", "2"), ("3", "4"))), None)
+    assert (shape.row_count, shape.source_artifacts, shape.truncated) == (2, (), False)
+
+
+def test_a_batch_of_columns_under_no_keys_is_rows_of_no_cells() -> None:
+    assert list(batch_cells([(("a",), [[1, 2]])], ())) == [[], []]
+
+
+def test_a_key_named_twice_takes_its_column_twice_and_a_missing_key_none() -> None:
+    (block,) = batch_cells([(("a", "b"), [[1, 2], [3, 4]])], ("a", "c", "a"))
+    assert list(block.rows()) == [(1, None, 1), (2, None, 2)]
