@@ -98,6 +98,20 @@ def test_turn_not_visible_yet_is_retryable_turn_not_found() -> None:
         drive(deleted_user, chat.artifacts, event)
 
 
+def test_turn_whose_reply_is_not_visible_is_retryable_turn_not_found() -> None:
+    # The event names its reply: while it is not visible, the turn's story (a
+    # clarification, a table) is not known.
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(20)))
+    chat.reply("done")
+    event = chat.event()
+    messages = [{**m, "deleted": m["id"] == event.reply_message_id} for m in chat.messages]
+    with pytest.raises(RetryableError) as caught:
+        drive(messages, chat.artifacts, event)
+    assert caught.value.reason == "turn_not_found"
+
+
 # --------------------------------------------------------------------------------------
 # Step 4: request and carry-forward
 # --------------------------------------------------------------------------------------
@@ -203,6 +217,39 @@ def test_state_look_back_does_not_depend_on_history_limit() -> None:
     # Carried even though the window is empty; there is nothing to reach back into.
     assert outcome.facts.carried is True
     assert decision_of(outcome) == "no_rows"
+
+
+def test_state_look_back_reads_whole_turns_only() -> None:
+    # The look-back's 40 messages start inside the first turn: the message they start
+    # with is no user's request, so that turn's clarification leaves nothing pending.
+    chat = Chat()
+    chat.user("list the samples")
+    chat.reply("Let me look.")
+    for _ in range(19):
+        chat.tools(("list_x", samples(2)))
+    chat.reply("Which columns should be included?")
+    chat.user("all of them")
+    chat.reply("ok")
+    # the turn before the current one (its user message and reply) ends at -3
+    first_seen = chat.messages[-2 - story.STATE_LOOKBACK_MESSAGES]
+    assert first_seen["content"] == "Let me look." and chat.messages[0]["role"] == "user"
+    first_seen["content"] = "create a csv"  # read as a request, it would carry csv
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_request" and outcome.facts.carried is False
+
+
+def test_an_event_whose_user_message_is_of_another_turn_is_retryable_turn_not_found() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(2)))
+    chat.reply("done")
+    chat.user("and a json")
+    chat.reply("done")
+    first = chat.event(turn_number=1)
+    event = chat.event().model_copy(update={"user_message_id": first.user_message_id})
+    with pytest.raises(RetryableError) as caught:
+        drive(chat.messages, chat.artifacts, event)
+    assert caught.value.reason == "turn_not_found"
 
 
 # --------------------------------------------------------------------------------------
@@ -611,6 +658,32 @@ def test_reach_back_reads_only_the_winning_group_of_an_earlier_turn() -> None:
     assert read == [f"artifacts/{CID}/t1/call_1.json", f"artifacts/{CID}/t1/call_2.json"]
 
 
+def test_reach_back_to_an_artifact_outside_the_conversation_is_not_authorized() -> None:
+    # An earlier turn's paths were judged when its own event came, which may have ended
+    # not_authorized and left the message in the history: reach-back judges them again.
+    chat = history_then_a_csv_two_turns_later()
+    tool = next(m for m in chat.messages if m["role"] == "tool")
+    tool["results"][1]["artifact"] = "artifacts/other_conv/t1/call_2.json"
+    with pytest.raises(PermanentError) as caught:
+        drive(chat.messages, chat.artifacts, chat.event())
+    assert caught.value.reason == "not_authorized"
+
+
+def test_the_file_is_named_after_its_one_group_else_export() -> None:
+    history = history_then_a_csv_two_turns_later()
+    outcome, _, _ = drive(history.messages, history.artifacts, history.event())
+    assert isinstance(outcome, phases.ExportPlan)
+    assert outcome.file_name.startswith("history_") and outcome.file_name.endswith(".csv")
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("a", [{"x": 1}, {"x": 2}]), ("b", [{"x": 3}, {"x": 4}, {"x": 5}]))
+    chat.reply("Done.")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
+    assert outcome.selection.actions == ("a", "b")
+    assert outcome.file_name.startswith("export_")
+
+
 def test_reach_back_skipped_when_the_turn_has_its_own_rows() -> None:
     chat = Chat()
     chat.user("get the history")
@@ -643,6 +716,20 @@ def test_reach_back_to_a_group_that_stored_no_artifact_is_no_rows_never_another_
     chat.reply("Here.")
     outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
     assert decision_of(outcome) == "no_rows" and read == []
+
+
+def test_reach_back_to_a_group_whose_artifact_holds_no_rows_is_no_rows() -> None:
+    # The citation promised 20 rows; the artifact read holds none: nothing to export.
+    chat = Chat()
+    chat.user("get the history")
+    chat.tools(("history", samples(20)))
+    chat.reply("ok")
+    chat.user("create a csv")
+    chat.reply("Here.")
+    for artifact in chat.artifacts.values():
+        artifact["result"] = []
+    outcome, read, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert decision_of(outcome) == "no_rows" and read == [f"artifacts/{CID}/t1/call_1.json"]
 
 
 def test_reach_back_sees_only_the_history_window() -> None:
