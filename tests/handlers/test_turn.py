@@ -83,30 +83,21 @@ def test_authorise_owner_and_participants_only() -> None:
 # --------------------------------------------------------------------------------------
 # Step 3: the turn must be visible
 # --------------------------------------------------------------------------------------
-def test_turn_not_visible_yet_is_retryable_turn_not_found() -> None:
+@pytest.mark.parametrize("hidden", ["user missing", "user deleted", "reply deleted"])
+def test_turn_not_visible_yet_is_retryable_turn_not_found(hidden: str) -> None:
+    # The event names its user message and its reply: while either is not visible, the
+    # turn's request or its story (a clarification, a table) is not known.
     chat = Chat()
     chat.user("create a csv")
     chat.tools(("list_x", samples(20)))
     chat.reply("done")
     event = chat.event()
-    missing_user = [m for m in chat.messages if m["role"] != "user"]
-    with pytest.raises(RetryableError) as caught:
-        drive(missing_user, chat.artifacts, event)
-    assert caught.value.reason == "turn_not_found"
-    deleted_user = [{**m, "deleted": m["role"] == "user"} for m in chat.messages]
-    with pytest.raises(RetryableError):
-        drive(deleted_user, chat.artifacts, event)
-
-
-def test_turn_whose_reply_is_not_visible_is_retryable_turn_not_found() -> None:
-    # The event names its reply: while it is not visible, the turn's story (a
-    # clarification, a table) is not known.
-    chat = Chat()
-    chat.user("create a csv")
-    chat.tools(("list_x", samples(20)))
-    chat.reply("done")
-    event = chat.event()
-    messages = [{**m, "deleted": m["id"] == event.reply_message_id} for m in chat.messages]
+    role = hidden.split()[0]
+    if hidden == "user missing":
+        messages = [m for m in chat.messages if m["role"] != "user"]
+    else:
+        named = event.user_message_id if role == "user" else event.reply_message_id
+        messages = [{**m, "deleted": m["id"] == named} for m in chat.messages]
     with pytest.raises(RetryableError) as caught:
         drive(messages, chat.artifacts, event)
     assert caught.value.reason == "turn_not_found"
