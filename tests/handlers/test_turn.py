@@ -83,21 +83,23 @@ def test_authorise_owner_and_participants_only() -> None:
 # --------------------------------------------------------------------------------------
 # Step 3: the turn must be visible
 # --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("hidden", ["user missing", "user deleted", "reply deleted"])
-def test_turn_not_visible_yet_is_retryable_turn_not_found(hidden: str) -> None:
-    # The event names its user message and its reply: while either is not visible, the
-    # turn's request or its story (a clarification, a table) is not known.
+@pytest.mark.parametrize(
+    ("named", "missing"),
+    [("user_message_id", True), ("user_message_id", False), ("reply_message_id", False)],
+)
+def test_turn_not_visible_yet_is_retryable_turn_not_found(named: str, missing: bool) -> None:
+    # The event names its user message and its reply: while either is not visible (not
+    # stored yet, or deleted), the turn's request or its story is not known.
     chat = Chat()
     chat.user("create a csv")
     chat.tools(("list_x", samples(20)))
     chat.reply("done")
     event = chat.event()
-    role = hidden.split()[0]
-    if hidden == "user missing":
-        messages = [m for m in chat.messages if m["role"] != "user"]
+    hidden = getattr(event, named)
+    if missing:
+        messages = [m for m in chat.messages if m["id"] != hidden]
     else:
-        named = event.user_message_id if role == "user" else event.reply_message_id
-        messages = [{**m, "deleted": m["id"] == named} for m in chat.messages]
+        messages = [{**m, "deleted": m["id"] == hidden} for m in chat.messages]
     with pytest.raises(RetryableError) as caught:
         drive(messages, chat.artifacts, event)
     assert caught.value.reason == "turn_not_found"
@@ -221,7 +223,7 @@ def test_state_look_back_reads_whole_turns_only() -> None:
     chat.reply("Which columns should be included?")
     chat.user("all of them")
     chat.reply("ok")
-    # the turn before the current one (its user message and reply) ends at -3
+    # the current turn is the last two messages; the look-back reads the 40 before them
     first_seen = chat.messages[-2 - story.STATE_LOOKBACK_MESSAGES]
     assert first_seen["content"] == "Let me look." and chat.messages[0]["role"] == "user"
     first_seen["content"] = "create a csv"  # read as a request, it would carry csv
