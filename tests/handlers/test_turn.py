@@ -19,6 +19,7 @@ from schemas.events import TurnCompleted
 from tests.chat import (
     CID,
     FETCH_PHASES,
+    NOW,
     Chat,
     decision_of,
     drive,
@@ -666,7 +667,7 @@ def test_the_file_is_named_after_its_one_group_else_export() -> None:
     history = history_then_a_csv_two_turns_later()
     outcome, _, _ = drive(history.messages, history.artifacts, history.event())
     assert isinstance(outcome, phases.ExportPlan)
-    assert outcome.file_name.startswith("history_") and outcome.file_name.endswith(".csv")
+    assert outcome.file_name == "history_20261120_090139.csv"  # the event's time, not NOW
     chat = Chat()
     chat.user("create a csv")
     chat.tools(("a", [{"x": 1}, {"x": 2}]), ("b", [{"x": 3}, {"x": 4}, {"x": 5}]))
@@ -675,6 +676,30 @@ def test_the_file_is_named_after_its_one_group_else_export() -> None:
     assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
     assert outcome.selection.actions == ("a", "b")
     assert outcome.file_name.startswith("export_")
+
+
+def test_an_event_time_that_does_not_parse_stamps_the_file_with_the_clock() -> None:
+    chat = history_then_a_csv_two_turns_later()
+    event = chat.event().model_copy(update={"occurred_at": "last tuesday"})
+    outcome, _, _ = drive(chat.messages, chat.artifacts, event)
+    assert isinstance(outcome, phases.ExportPlan)
+    assert outcome.file_name == f"history_{NOW:%Y%m%d_%H%M%S}.csv"
+
+
+def test_a_result_names_its_action_else_its_call_does() -> None:
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_devices", [{"x": 1}, {"x": 2}]))
+    tool = chat.messages[-1]
+    tool["results"][0]["name"] = "list_parameter_history"  # the result's own name wins
+    chat.reply("Done.")
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
+    assert outcome.selection.actions == ("list_parameter_history",)
+    tool["results"][0]["name"] = ""  # a result with an empty one takes its call's
+    outcome, _, _ = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, phases.ExportPlan) and outcome.selection is not None
+    assert outcome.selection.actions == ("list_devices",)
 
 
 def test_reach_back_skipped_when_the_turn_has_its_own_rows() -> None:

@@ -169,6 +169,7 @@ def test_deleted_conversation_is_recorded_and_no_message_is_read(tmp_path: Path)
         record = await handler.handle(message)
         assert record.decision == "conversation_deleted" and record.export is None
         assert record.state_after.state == "idle" and record.format is None
+        assert record.carried is False and record.seq is None
 
     run(tmp_path, fixture, body)
 
