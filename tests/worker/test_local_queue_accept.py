@@ -1,16 +1,19 @@
-"""The local queue's session accept: which session it takes, and that its cost does not grow
-with the backlog (the query stops at the first eligible head)."""
+"""The local queue's session accept: which session it takes, that its cost does not grow
+with the backlog (the query stops at the first eligible head), and that the lock it takes
+lasts some time."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.local.queue import _NEXT_SESSION, SCHEMA
+from worker.local.queue import _NEXT_SESSION, SCHEMA, LocalQueue
 
 NOW = 1_000.0
 
@@ -106,3 +109,12 @@ def test_accepting_a_session_costs_the_same_however_long_the_backlog() -> None:
     small, large = steps_with(100), steps_with(5_000)
     # Grouping every queued message by session first made it grow fifty-fold here.
     assert large <= small + 2
+
+
+@pytest.mark.parametrize("seconds", [0.0, -5.0])
+def test_a_session_lock_must_last_some_time(tmp_path: Path, seconds: float) -> None:
+    # A lock that lasts no time is lost as it is taken: every accept would hand the session
+    # to whoever asks next, and two workers would run one conversation's turns at once.
+    with pytest.raises(ValueError, match="lock_duration must be positive"):
+        LocalQueue(tmp_path / "queue.db", lock_duration=seconds)
+    assert not (tmp_path / "queue.db").exists()
