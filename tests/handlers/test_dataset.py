@@ -169,6 +169,22 @@ def test_combined_rows_are_written_group_by_group_in_first_call_order() -> None:
     assert [row["k"] for row in rows] == ["a1", "a2", "b1"]
 
 
+def test_a_group_keeps_its_first_call_whatever_order_its_pages_are_fed_in() -> None:
+    # The shell feeds a group's pages in call order today; the collector does not rely on
+    # it: "b" called between a's two pages comes after a, even when a's later page came first.
+    collector = RowCollector()
+    feed_all(
+        collector,
+        [
+            (ref("a", 2), [{"k": "a2"}]),
+            (ref("b", 1), [{"k": "b1"}, {"k": "b2"}]),
+            (ref("a", 0), [{"k": "a1"}]),
+        ],
+    )
+    selection = collector.select()
+    assert selection.combined and selection.actions == ("a", "b")
+
+
 def test_truncated_when_a_selected_result_says_so() -> None:
     pages = [
         (ref("lookup", 0), {"items": [{"x": 1}], "truncated": True}),
@@ -200,6 +216,9 @@ def test_nothing_fed_selects_nothing() -> None:
     selection = collector.select()
     assert selection == Selection((), False, None, (), 0, (), False)
     assert not collector.table_is_excerpt()
+    no_table = RowCollector()  # a reply with no table has none to be an excerpt
+    feed_all(no_table, [(ref("h", 0), [{"t": 1}])])
+    assert not no_table.table_is_excerpt()
 
 
 def test_excerpt_wins_for_action_rows() -> None:
