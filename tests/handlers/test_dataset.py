@@ -65,6 +65,17 @@ def test_row_repeated_from_earlier_page_dropped() -> None:
     assert collector.select().row_count == 3
 
 
+def test_a_page_left_with_rows_of_no_key_once_its_repeats_go_gives_no_rows() -> None:
+    # As a page of such rows alone does (step 8): the keys of the rows dropped as repeats
+    # must not make the empty row look like data.
+    collector = RowCollector()
+    rows = feed_all(collector, [(ref("h", 0), [{"t": 1}]), (ref("h", 1), [{"t": 1}, {}])])
+    assert rows == [{"t": 1}]
+    selection = collector.select()
+    assert selection.row_count == 1
+    assert selection.source_artifacts == ("artifacts/conv/t1/call_0.json",)
+
+
 def test_row_repeated_in_another_action_is_kept() -> None:
     collector = RowCollector()
     rows = feed_all(collector, [(ref("a", 0), [{"x": 1}]), (ref("b", 1), [{"x": 1}])])

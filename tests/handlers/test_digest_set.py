@@ -102,6 +102,18 @@ def test_a_few_digests_are_kept_without_a_table_until_more_are_coming() -> None:
     assert table.add_absent([5, 0, 5]) == [0, 2]
 
 
+@pytest.mark.usefixtures("table_at_once")
+def test_the_digest_zero_is_absent_from_the_table_until_added() -> None:
+    # 0 marks a free slot, so the table keeps it in a flag: a look-up of 0 must read the
+    # flag, never probe (a probe for 0 stops at the first free slot and "finds" it).
+    table = DigestSet()
+    table.add_all([1, 2])
+    assert table.nbytes > 0
+    assert table.absent([0, 1, 3]) == [0, 2]
+    assert table.add_absent([3, 0, 0, 1]) == [0, 1, 2]
+    assert table.absent([0, 3]) == []
+
+
 # Digests whose first slot is at or near the end of the first 1024 slots: their probes run
 # past the last first slot, into the slots that growing turns into first slots.
 def _at_the_end(rng: random.Random) -> int:
@@ -252,6 +264,28 @@ def test_a_reserved_set_takes_that_many_digests_without_growing() -> None:
     assert table.absent([*first, *second]) == []
 
 
+@pytest.mark.usefixtures("table_at_once")
+@pytest.mark.parametrize("way", ["add_all", "add_absent", "reserve"])
+def test_the_table_grows_once_past_half_full_to_twice_its_digests(way: str) -> None:
+    def add(digests: list[int], in_all: int) -> None:
+        if way == "add_all":
+            table.add_all(digests)
+        elif way == "add_absent":
+            assert table.add_absent(digests) == list(range(len(digests)))
+        else:
+            table.reserve(in_all)
+
+    table = DigestSet()
+    table.add_all([1])
+    assert table.nbytes == (1024 + 1) * 8  # 1024 first slots and the free slot that stops probes
+    add(list(range(2, 513)), 512)  # 512 in all: half full, which the table allows
+    assert table.nbytes == (1024 + 1) * 8
+    add([513], 513)  # past half full: twice as many first slots
+    assert table.nbytes == (2048 + 1) * 8
+    table.reserve(2048)  # the least power of two at least twice 2048, not more
+    assert table.nbytes == (4096 + 1) * 8
+
+
 @SMALL_BOUNDS
 def test_reserving_more_after_digests_were_added_keeps_them(small: int) -> None:
     with patch.object(digest_set, "SMALL", small):
@@ -260,6 +294,9 @@ def test_reserving_more_after_digests_were_added_keeps_them(small: int) -> None:
         table.reserve(10_000)
         assert table.absent([0, 5, (1 << 10) | 5, 2**64 - 1, 6]) == [4]
         assert len(table) == 4
+        sized = table.nbytes  # the room was made now: the next 9,996 digests need no more
+        table.add_all(list(range(2**20, 2**20 + 9_996)))
+        assert len(table) == 10_000 and table.nbytes == sized
 
 
 @pytest.mark.parametrize("count", [0, 10, 5000])
