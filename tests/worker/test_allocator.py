@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -61,3 +62,18 @@ def test_elsewhere_than_glibc_nothing_is_set(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(allocator, "_fixed", None)
     assert allocator.fix_malloc_thresholds() is False
     assert allocator.fix_malloc_thresholds() is False  # decided once
+
+
+def _confstr_raises(name: str) -> str:
+    raise OSError(22, "Invalid argument")
+
+
+@pytest.mark.parametrize("confstr", [lambda name: "", lambda name: None, _confstr_raises])
+def test_a_libc_that_does_not_say_it_is_glibc_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch, confstr: Any
+) -> None:
+    # The name is known (as on musl builds of CPython) but the answer is empty or refused.
+    monkeypatch.setattr(os, "confstr_names", {"CS_GNU_LIBC_VERSION": 2}, raising=False)
+    monkeypatch.setattr(os, "confstr", confstr, raising=False)
+    monkeypatch.setattr(allocator, "_fixed", None)
+    assert allocator.fix_malloc_thresholds() is False
