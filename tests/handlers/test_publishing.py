@@ -189,6 +189,15 @@ def test_nothing_recorded_and_nothing_decided_is_an_illegal_step() -> None:
         next_effect(None, fresh(None))
 
 
+def test_a_published_record_without_its_export_is_an_illegal_step() -> None:
+    # A ledger document edited by hand: announcing it would have no file to name.
+    put = next_effect(None, replace(fresh(), written=WRITTEN))
+    assert isinstance(put, PutRecord)
+    broken = put.record.model_copy(update={"export": None})
+    with pytest.raises(IllegalTransition, match=r"published record of turn .+ has no export"):
+        next_effect(broken, fresh(None))
+
+
 @pytest.mark.parametrize("crash_after", range(5))
 def test_a_crash_between_any_two_steps_converges_on_redelivery(crash_after: int) -> None:
     """One record, one event (by message id), one blob path, whatever step the crash hit."""
