@@ -282,7 +282,7 @@ def test_the_table_grows_once_past_half_full_to_twice_its_digests(way: str) -> N
     assert table.nbytes == (1024 + 1) * 8
     add([513], 513)  # past half full: twice as many first slots
     assert table.nbytes == (2048 + 1) * 8
-    table.reserve(2048)  # the least power of two at least twice 2048, not more
+    table.reserve(2048)  # room for 2048: twice as many first slots, not more
     assert table.nbytes == (4096 + 1) * 8
 
 
