@@ -189,6 +189,31 @@ def test_a_recorded_turn_is_done_at_once_unless_its_event_did_not_go_out() -> No
     assert next_effect(put.record, replace(fresh(None), announced=True)) == MarkEventSent(sent)
 
 
+def test_every_effect_and_its_inputs_are_frozen_values() -> None:
+    # A crash-safety argument over values: an effect handed to the shell cannot be changed
+    # on its way, and a replayed delivery sees what the first one saw.
+    put = next_effect(None, replace(fresh(), written=WRITTEN))
+    assert isinstance(put, PutRecord)
+    publish = next_effect(put.record, fresh(None))
+    assert isinstance(publish, PublishEvent)
+    values = [
+        WRITTEN,
+        fresh(),
+        next_effect(None, fresh()),
+        put,
+        publish,
+        next_effect(put.record, replace(fresh(None), announced=True)),
+        Done(put.record),
+    ]
+    assert [type(v).__name__ for v in values] == [
+        "Written", "Publication", "WriteBlob", "PutRecord", "PublishEvent", "MarkEventSent", "Done"
+    ]  # fmt: skip
+    for value in values:
+        field = type(value).__struct_fields__[0]
+        with pytest.raises(AttributeError):
+            setattr(value, field, None)
+
+
 def test_nothing_recorded_and_nothing_decided_is_an_illegal_step() -> None:
     with pytest.raises(IllegalTransition):
         next_effect(None, fresh(None))
