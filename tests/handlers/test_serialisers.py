@@ -232,7 +232,7 @@ def test_rows_longer_than_the_columns_are_rejected_not_truncated() -> None:
 
 
 def test_values_that_are_not_json_are_a_bug_not_data() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="cannot write a object as a cell"):
         csv_cell(object())
 
 
@@ -268,9 +268,12 @@ def test_chunks_are_consumed_lazily_from_the_row_iterator() -> None:
     assert len(pulled) < 100
 
 
-def test_chunk_size_must_be_positive() -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("chunker", CHUNKERS)
+def test_chunk_size_must_be_positive(chunker: Chunker) -> None:
+    with pytest.raises(ValueError, match="chunk_size must be at least 1"):
         list(byte_chunks(["x"], 0))
+    with pytest.raises(ValueError, match="chunk_size must be at least 1"):
+        list(chunker(["a", "b"], iter([[1, 2]]), chunk_size=0))
 
 
 # --- JSON --------------------------------------------------------------------------------
