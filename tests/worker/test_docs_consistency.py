@@ -3,7 +3,8 @@
 The docs quote dead-letter descriptions and log `error` fields as the worker writes them:
 `TransientError at timeouts.py:181 from ...`. The file and line in such a quote must be a
 line of ours that raises, so an operator who follows it lands on the raise, not on whatever
-code moved there since. And every page under docs/ is reachable from its index."""
+code moved there since. Every page under docs/ is reachable from its index, and
+configuration.md lists every setting with the default the code gives it."""
 
 from __future__ import annotations
 
@@ -83,3 +84,58 @@ def test_every_command_of_cli_md_shows_its_documented_names_in_its_help() -> Non
         names = re.findall(r"\b[A-Z][A-Z_]*\b|--[a-z][a-z-]*", row)
         missing = [n for n in names if not re.search(rf"(?<![\w-]){n}(?![\w-])", usage)]
         assert not missing, f"`{row}`: --help does not show {missing}"
+
+
+# --- configuration.md's tables and the settings' defaults ---------------------------------
+
+_UNITS = {"MiB": 1024 * 1024, "KiB": 1024}
+
+
+def documented_defaults() -> dict[str, str]:
+    """Each variable of configuration.md's tables with the default written for it: the
+    backticked values of its default cell in order (one per variable of the row), else the
+    cell's plain number ("1,900,000", "192 KiB"), else "" (none)."""
+    text = (ROOT / "docs" / "contract" / "configuration.md").read_text(encoding="utf-8")
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        names = re.findall(r"`([A-Z_]+)`", cells[0])
+        values = re.findall(r"`([^`]*)`", cells[1])
+        if not values:
+            plain = re.match(r"([\d,]+)(?: (MiB|KiB))?", cells[1])
+            values = [] if plain is None else [plain[0]]
+        for at, name in enumerate(names):
+            found[name] = values[at] if at < len(values) else ""
+    return found
+
+
+def as_documented(text: str, default: object) -> object:
+    """The written default read as the setting's kind."""
+    if default is None or text == "":
+        return None if text == "" else text
+    if isinstance(default, bool):
+        return {"true": True, "false": False}[text]
+    if isinstance(default, Path):
+        return Path(text)
+    if isinstance(default, int | float):
+        number, _, unit = text.partition(" ")
+        return type(default)(float(number.replace(",", "")) * _UNITS.get(unit, 1))
+    return text
+
+
+def test_configuration_md_lists_every_setting_with_its_default() -> None:
+    from worker.settings import Settings
+
+    documented = documented_defaults()
+    settings = {name.upper(): setting.default for name, setting in Settings.fields().items()}
+    assert sorted(documented) == sorted(settings)
+    # LOG_LEVEL's default depends on the command ("info" for run): the setting holds none.
+    wrong = {
+        name: (documented[name], default)
+        for name, default in settings.items()
+        if name != "LOG_LEVEL" and as_documented(documented[name], default) != default
+    }
+    assert wrong == {}
+    assert settings["LOG_LEVEL"] is None
