@@ -244,3 +244,17 @@ def test_records_are_laid_out_under_the_files_columns(
         assert lines[2] == "t1,0.5,-1,'=h" and lines[-2] == "u,1.5,2,g"
     else:
         assert lines[2] == "t1,0.5,-1" + ("," if extra else "")
+
+
+def test_plain_records_are_laid_out_under_two_columns_at_least() -> None:
+    # A plain record is split on its commas: under one column its one cell would be split
+    # into characters. Such records are never made (`plain_text` wants two columns); a
+    # layout that asked for one is refused, not written.
+    batch = PlainCsvBatch("1,2\r\n3,4\r\n")
+    assert batch.records(["a", "b"], ["b", "a"]).text == "2,1\r\n4,3\r\n"
+    assert batch.records(["a", "b"], ["a", "b"]).text == batch.text
+    for keys in (["a"], []):
+        with pytest.raises(ValueError, match="two columns at least"):
+            batch.records(["a", "b"], keys)
+    with pytest.raises(ValueError, match="two columns at least"):
+        PlainCsvBatch("1\r\n").records(["a"], ["a", "b"])
