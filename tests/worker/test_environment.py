@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from worker.cli import main
-from worker.environment import Secret, SettingsError, integer, number, read_dotenv
+from worker.environment import Secret, Setting, SettingsError, integer, number, read_dotenv
 from worker.settings import Settings
 from worker.testing.settings import HarnessSettings
 
@@ -75,6 +76,27 @@ def test_a_secret_never_shows_in_a_repr_or_a_refusal() -> None:
         Settings(env_file=None, environ={}, cosmos_key=12345)
     assert "EXPORT_WORKER_COSMOS_KEY must be text" in str(refused.value)
     assert "12345" not in str(refused.value)
+
+
+def reads_as_secret(setting: Setting[Any]) -> bool:
+    """Whether the setting's parser makes a secret of text (told by its parser, not by the
+    flag that hides its refused values)."""
+    try:
+        return isinstance(setting.parse("x"), Secret)
+    except Exception:  # refused: a setting of another kind
+        return False
+
+
+SECRETS = sorted(name for name, setting in Settings.fields().items() if reads_as_secret(setting))
+
+
+def test_every_secret_setting_is_refused_without_its_value() -> None:
+    assert SECRETS == ["blob_connection_string", "cosmos_key", "servicebus_connection_string"]
+    for name in SECRETS:
+        with pytest.raises(SettingsError) as refused:
+            Settings(env_file=None, environ={}, **{name: 987654321})
+        assert f"EXPORT_WORKER_{name.upper()} must be text" in str(refused.value)
+        assert "987654321" not in str(refused.value)
 
 
 def test_settings_are_frozen_and_replace_checks_what_it_changes() -> None:
