@@ -72,7 +72,8 @@ def _confstr_raises(name: str) -> str:
 def test_a_libc_that_does_not_say_it_is_glibc_is_left_alone(
     monkeypatch: pytest.MonkeyPatch, confstr: Any
 ) -> None:
-    # The name is known (as on musl builds of CPython) but the answer is empty or refused.
+    # The name is known, but the answer is empty, missing or refused: not glibc, or a
+    # libc that does not say so. Its malloc is left as it is.
     monkeypatch.setattr(os, "confstr_names", {"CS_GNU_LIBC_VERSION": 2}, raising=False)
     monkeypatch.setattr(os, "confstr", confstr, raising=False)
     monkeypatch.setattr(allocator, "_fixed", None)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from worker.settings import Settings
+
 ROOT = Path(__file__).resolve().parents[2]
 QUOTED = re.compile(
     r"\b[A-Z][A-Za-z]*(?:Error|Exceeded|Lost|Found|Conflict)\s+at\s+([a-z_]+\.py):(\d+)"
@@ -113,8 +115,10 @@ def documented_defaults() -> dict[str, str]:
 
 def as_documented(text: str, default: object) -> object:
     """The written default read as the setting's kind."""
-    if default is None or text == "":
-        return None if text == "" else text
+    if text == "":
+        return None
+    if default is None:
+        return text
     if isinstance(default, bool):
         return {"true": True, "false": False}[text]
     if isinstance(default, Path):
@@ -126,8 +130,6 @@ def as_documented(text: str, default: object) -> object:
 
 
 def test_configuration_md_lists_every_setting_with_its_default() -> None:
-    from worker.settings import Settings
-
     documented = documented_defaults()
     settings = {name.upper(): setting.default for name, setting in Settings.fields().items()}
     assert sorted(documented) == sorted(settings)
