@@ -320,6 +320,15 @@ def test_the_least_is_the_file_when_every_cell_is_as_short_as_it_can_be() -> Non
     assert json_least(columns, 0) == len(b"".join(json_chunks(columns, [])))
 
 
+@pytest.mark.parametrize("width", [0, 1, 2, 5])
+def test_the_json_least_is_tight_at_every_width_with_no_comma_before_the_first_key(
+    width: int,
+) -> None:
+    columns = [f"k{i}" for i in range(width)]
+    rows = [[i % 10 for i in range(width)]] * 3
+    assert json_least(columns, 3) == len(b"".join(json_chunks(columns, rows)))
+
+
 @pytest.mark.parametrize(
     ("width", "held", "columns"),
     [

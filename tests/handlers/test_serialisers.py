@@ -307,6 +307,15 @@ def test_json_writes_nan_and_infinity_as_null_at_any_depth() -> None:
     assert json.loads(data) == [{"a": None, "b": {"x": [None, 1.5]}}]
 
 
+def test_json_keeps_every_other_value_beside_a_non_finite_float_as_it_was() -> None:
+    value = {"x": [float("nan"), 1.5, 2, "t", True, None], "y": ("u", 0), "z": "Größe"}
+    data = b"".join(json_chunks(["a", "b"], [[value, 7]]))
+    assert json.loads(data) == [
+        {"a": {"x": [None, 1.5, 2, "t", True, None], "y": ["u", 0], "z": "Größe"}, "b": 7}
+    ]
+    assert "Größe".encode() in data  # kept as UTF-8, not escaped, on this path too
+
+
 def test_json_keeps_lone_surrogates_as_escapes_so_they_round_trip() -> None:
     assert json_value(["a"], [["x\ud800y"]]) == [{"a": "x\ud800y"}]
 
