@@ -374,6 +374,16 @@ def test_xml_has_declaration_rows_root_and_one_element_per_column_in_order() -> 
     ]
 
 
+def test_xml_is_written_byte_for_byte_as_its_layout_says() -> None:
+    data = b"".join(xml_chunks(["id", "1st"], [[1, "x"], [None, 2]]))
+    assert data == (
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<rows>\n'
+        b'<row><id>1</id><_1st name="1st">x</_1st></row>\n'
+        b'<row><id/><_1st name="1st">2</_1st></row>\n'
+        b"</rows>\n"
+    )
+
+
 def test_xml_of_no_rows_is_an_empty_rows_element() -> None:
     root = xml_root(["a"], [])
     assert root.tag == "rows" and len(root) == 0
@@ -384,6 +394,13 @@ def test_xml_keeps_the_original_name_in_an_attribute_only_when_it_changed() -> N
     elements = list(root[0])
     assert [el.tag for el in elements] == ["id", "_1st", "_xml", "a__b____c"]
     assert [el.get("name") for el in elements] == [None, "1st", "xml", 'a "b"\t&\nc']
+
+
+def test_xml_escapes_markup_and_a_carriage_return_in_the_name_attribute() -> None:
+    name = "a<b>c\r\nd"
+    data = b"".join(xml_chunks([name], [[1]]))
+    assert b'name="a&lt;b&gt;c&#13;&#10;d"' in data
+    assert [el.get("name") for el in ElementTree.fromstring(data)[0]] == [name]
 
 
 def test_xml_names_a_blank_key_in_its_attribute_and_keeps_case_apart() -> None:
