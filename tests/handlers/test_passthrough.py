@@ -174,3 +174,57 @@ def test_a_computation_on_data_named_like_a_cue_is_still_derived(text: str) -> N
 )
 def test_totals_top_n_comparisons_and_percent_conversions_are_derived(text: str) -> None:
     assert is_derived_request(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export the readings with a running total as csv",
+        "export the readings with a grand total as csv",
+        "export the readings with subtotals as csv",
+        "export the count of readings as csv",
+        "export the readings in wide format as csv",
+        "export the readings in long format as csv",
+        "export the readings broken down by site as csv",
+        "export only the rows where the status is error as csv",
+        "export only the readings from sat-07 as csv",
+        "export the standard deviation of the readings as csv",
+        "export the variance of the readings as csv",
+    ],
+)
+def test_each_cue_alone_makes_a_request_derived(text: str) -> None:
+    # Each sentence holds one cue and no other: it is derived only if that cue is heard.
+    assert is_derived_request(text)
+
+
+def test_a_negation_is_heard_four_words_back_and_no_further() -> None:
+    assert not is_derived_request("never asked you to compute it, export csv")
+    assert is_derived_request("never once asked you to compute it, export csv")
+
+
+@pytest.mark.parametrize(
+    "speaker",
+    ["i", "you", "we", "they", "it", "that", "this", "which", "what", "just", "really", "does",
+     "do", "did", "i'd", "you'd", "dont", "don't", "I", "We"],
+)  # fmt: skip
+def test_mean_after_each_speech_word_is_speech_not_arithmetic(speaker: str) -> None:
+    assert not is_derived_request(f"export the rows as csv, {speaker} mean all of them")
+    assert is_derived_request("export the rows as csv, the mean of them")
+
+
+@pytest.mark.parametrize(
+    "negation",
+    ["no", "not", "never", "without", "nor", "dont", "cannot", "don't", "won't", "shouldn't"],
+)
+def test_each_negation_refuses_the_cue_after_it(negation: str) -> None:
+    assert not is_derived_request(f"export the rows as csv, {negation} calculate anything")
+    assert is_derived_request("export the rows as csv, calculate anything")
+
+
+def test_a_typographic_apostrophe_negates_as_a_plain_one_does() -> None:
+    assert not is_derived_request("don\u2019t summarize, give me the raw rows as csv")
+    assert not is_derived_request("export the rows as csv, I\u2019d mean all of them")
+
+
+def test_the_word_before_mean_is_read_however_far_back_it_lies_in_its_clause() -> None:
+    assert not is_derived_request("export the rows as csv, I" + " " * 300 + "mean all of them")
