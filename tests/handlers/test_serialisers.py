@@ -497,8 +497,14 @@ def test_xlsx_sheet_limit_is_the_spreadsheet_row_count_minus_the_header() -> Non
     assert MAX_XLSX_DATA_ROWS == 2**20 - 1
 
 
-def test_xlsx_more_rows_than_a_sheet_holds_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("fallback", [False, True])
+def test_xlsx_more_rows_than_a_sheet_holds_raise(
+    monkeypatch: pytest.MonkeyPatch, fallback: bool
+) -> None:
+    # `fallback`: through xlsxwriter's own cell writes, as when its row file is not known.
     monkeypatch.setattr(xlsx_file, "MAX_XLSX_DATA_ROWS", 3)
+    if fallback:
+        monkeypatch.setattr(xlsx_file._SheetRows, "fits", staticmethod(lambda sheet: False))
     with pytest.raises(ValueError):
         write_xlsx(["a"], [[1], [2], [3], [4]], io.BytesIO())
     write_xlsx(["a"], [[1], [2], [3]], io.BytesIO())
@@ -543,3 +549,12 @@ def test_xlsx_leaves_no_row_file_behind_when_the_sheet_is_empty_or_fails(
         write_xlsx(["a"], [[1], [2]], io.BytesIO(), tmpdir=str(tmp_path))
     write_xlsx(["a"], [[1]], io.BytesIO(), tmpdir=str(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_xlsx_scratch_that_cannot_take_the_row_file_fails_with_the_writers_error(
+    tmp_path: Any,
+) -> None:
+    from xlsxwriter.exceptions import FileCreateError
+
+    with pytest.raises(FileCreateError):
+        write_xlsx(["a"], [[1]], io.BytesIO(), tmpdir=str(tmp_path / "missing"))
