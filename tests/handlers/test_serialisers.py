@@ -505,14 +505,35 @@ def test_xlsx_more_rows_than_a_sheet_holds_raise(
     monkeypatch.setattr(xlsx_file, "MAX_XLSX_DATA_ROWS", 3)
     if fallback:
         monkeypatch.setattr(xlsx_file._SheetRows, "fits", staticmethod(lambda sheet: False))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^more than 3 rows do not fit in a sheet$"):
         write_xlsx(["a"], [[1], [2], [3], [4]], io.BytesIO())
     write_xlsx(["a"], [[1], [2], [3]], io.BytesIO())
 
 
 def test_xlsx_more_columns_than_a_sheet_holds_raise_instead_of_dropping_them() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^more than 16384 columns do not fit in a sheet$"):
         write_xlsx([f"c{i}" for i in range(16_385)], [], io.BytesIO())
+
+
+def test_xlsx_as_many_columns_as_a_sheet_holds_fit_the_last_one_named() -> None:
+    sink = io.BytesIO()
+    write_xlsx([f"c{i}" for i in range(16_384)], [], sink)
+    sheet = openpyxl.load_workbook(sink, read_only=True).active
+    header = next(sheet.iter_rows(max_row=1, values_only=True))
+    assert len(header) == 16_384 and header[-1] == "c16383"
+
+
+def test_xlsx_rows_wait_in_the_folder_the_caller_gives(tmp_path: Any) -> None:
+    seen: list[list[str]] = []
+
+    def rows() -> Iterator[list[int]]:
+        for value in range(3):
+            seen.append([entry.name for entry in tmp_path.iterdir()])
+            yield [value]
+
+    write_xlsx(["a"], rows(), io.BytesIO(), tmpdir=str(tmp_path))
+    assert seen and all(seen)  # the row file sat there while the rows were written
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- content types -------------------------------------------------------------------------
