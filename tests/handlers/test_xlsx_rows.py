@@ -201,5 +201,8 @@ def test_text_shaped_like_a_rich_string_is_written_as_escaped_text(text: str) ->
 
 
 def test_a_sparse_block_wider_than_the_header_is_refused_as_a_longer_row_is() -> None:
-    with pytest.raises(ValueError, match="3 cells but there are 2 columns"):
+    with pytest.raises(ValueError, match="3 cells but there are 2 columns") as block:
         workbook(["a", "b"], [ColumnBlock.sparse(3, 1, [0], [[1]])])
+    with pytest.raises(ValueError) as row:
+        workbook(["a", "b"], [[1, None, None]])
+    assert str(block.value) == str(row.value)
