@@ -17,7 +17,7 @@ from openpyxl.utils.escape import unescape
 
 from handlers.serialisers import CONTENT_TYPES, EXTENSIONS, byte_chunks, xlsx_file
 from handlers.serialisers.csv_file import csv_cell, csv_chunks
-from handlers.serialisers.headers import unique_headers
+from handlers.serialisers.headers import unique_headers, utf16_prefix
 from handlers.serialisers.json_file import json_chunks
 from handlers.serialisers.xlsx_file import MAX_XLSX_DATA_ROWS, write_xlsx
 from handlers.serialisers.xml_file import safe_element_name, xml_chunks
@@ -89,6 +89,36 @@ def test_unique_headers_leaves_already_unique_headers_unchanged() -> None:
     names = ["id", "Name", "name 2", "Column 4"]
     assert unique_headers(names) == names
     assert unique_headers(unique_headers(["a", "A", ""])) == unique_headers(["a", "A", ""])
+
+
+def test_each_repeat_of_a_name_starts_at_the_number_the_last_one_reached() -> None:
+    # n repeats of one name try about n made-up names, not n² (1 + 2 + ... + n).
+    tried: list[str] = []
+
+    def shown(base: str, suffix: str) -> str:
+        tried.append(base + suffix)
+        return base + suffix
+
+    names = unique_headers(["a"] * 200, shown=shown)
+    assert names == ["a"] + [f"a {n}" for n in range(2, 201)]
+    assert len(tried) < 3 * 200
+
+
+@pytest.mark.parametrize(
+    ("text", "units", "prefix"),
+    [
+        ("abc", 5, "abc"),
+        ("abc", 3, "abc"),
+        ("abc", 2, "ab"),
+        ("a\U0001f600b", 3, "a\U0001f600"),
+        ("a\U0001f600b", 2, "a"),  # the emoji's two units do not both fit: none of it is kept
+        ("", 0, ""),
+    ],
+)
+def test_a_utf16_prefix_is_the_longest_that_fits_and_splits_no_character(
+    text: str, units: int, prefix: str
+) -> None:
+    assert utf16_prefix(text, units) == prefix
 
 
 # --- CSV -------------------------------------------------------------------------------
