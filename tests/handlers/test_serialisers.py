@@ -112,6 +112,8 @@ def test_each_repeat_of_a_name_starts_at_the_number_the_last_one_reached() -> No
         ("abc", 2, "ab"),
         ("a\U0001f600b", 3, "a\U0001f600"),
         ("a\U0001f600b", 2, "a"),  # the emoji's two units do not both fit: none of it is kept
+        ("a\uffffb", 2, "a\uffff"),  # the last character of one unit
+        ("a\U00010000", 2, "a"),  # the first of two
         ("", 0, ""),
     ],
 )
