@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -100,6 +101,8 @@ def test_standard_library_records_are_json_lines_of_the_same_renderer() -> None:
 def test_the_azure_sdks_request_chatter_at_info_is_not_logged() -> None:
     out = configured("debug")
     logging.getLogger("azure.core.pipeline.policies.http_logging_policy").info("Request URL")
+    logging.getLogger("urllib3.connectionpool").info("Starting new HTTPS connection")
+    logging.getLogger("msal.application").info("Token acquired")
     logging.getLogger("export_worker.other").debug("kept")
     assert [p["event"] for p in lines(out.getvalue())] == ["kept"]
 
@@ -129,6 +132,179 @@ def test_settings_the_caller_has_read_give_the_level_and_are_not_read_again(
     logs.get_logger().info("dropped")
     logs.get_logger().warning("kept")
     assert [p["event"] for p in lines(out.getvalue())] == ["kept"]
+
+
+def test_a_field_named_for_a_secret_is_redacted_and_every_other_field_kept() -> None:
+    out = configured()
+    secrets = {
+        "connection_string": "Endpoint=sb://x/;SharedAccessKey=abc",
+        "account_key": "k",
+        "client_secret": "s",
+        "db_password": "p",
+        "sas_token": "t",
+        "Credential": "c",
+    }
+    logs.get_logger(conversation_id="c1").info("token_refreshed", rows=3, **secrets)
+    (line,) = lines(out.getvalue())
+    assert {name: line[name] for name in secrets} == dict.fromkeys(secrets, "[redacted]")
+    assert (line["event"], line["conversation_id"], line["rows"]) == ("token_refreshed", "c1", 3)
+    assert all(value not in out.getvalue() for value in secrets.values() if len(value) > 1)
+
+
+def raised(exc: BaseException) -> BaseException:
+    try:
+        raise exc
+    except BaseException as caught:
+        return caught
+
+
+def test_an_exception_given_as_a_sys_exc_info_tuple_is_rendered() -> None:
+    out = configured()
+    exc = raised(ValueError(SECRET))
+    logs.get_logger().error("handler_failed", exc_info=(ValueError, exc, exc.__traceback__))
+    (line,) = lines(out.getvalue())
+    assert line["exception"]["type"] == "ValueError" and SECRET not in out.getvalue()
+
+
+def test_a_stack_info_request_adds_no_stack_to_the_line() -> None:
+    out = configured()
+    logs.get_logger().info("looked", stack_info=True)
+    (line,) = lines(out.getvalue())
+    assert set(line) == {"event", "level", "timestamp"}
+
+
+def test_an_exception_never_raised_has_no_location_and_no_frames() -> None:
+    assert logs.describe_exception(ValueError(SECRET)) == {
+        "type": "ValueError",
+        "at": "",
+        "frames": [],
+    }
+
+
+def test_a_frame_outside_every_import_root_keeps_its_whole_path() -> None:
+    code = compile("raise ValueError('x')", "/nowhere/generated.py", "exec")
+    exc = raised_by(lambda: exec(code))
+    assert logs.describe_exception(exc)["at"] == "/nowhere/generated.py:1"
+
+
+def raised_by(call: Any) -> BaseException:
+    try:
+        call()
+    except BaseException as caught:
+        return caught
+    raise AssertionError("nothing was raised")
+
+
+def test_an_exception_keeps_only_its_innermost_frames() -> None:
+    def deeper(n: int) -> None:
+        if n == 0:
+            raise ValueError(SECRET)
+        deeper(n - 1)
+
+    frames = logs.describe_exception(raised_by(lambda: deeper(logs.MAX_FRAMES + 10)))["frames"]
+    assert len(frames) == logs.MAX_FRAMES == 30
+    assert {frame["function"] for frame in frames} == {"deeper"}  # the callers are cut
+
+
+def test_causes_are_followed_through_the_chain_at_most_five_deep() -> None:
+    def chained(depth: int) -> BaseException:
+        exc = raised(KeyError("k0"))
+        for _ in range(1, depth):
+            exc = raised_by(lambda cause=exc: _raise_from(OSError(SECRET), cause))
+        return exc
+
+    assert [c["type"] for c in logs.describe_exception(chained(3))["causes"]] == [
+        "OSError",
+        "KeyError",
+    ]
+    assert len(logs.describe_exception(chained(9))["causes"]) == logs.MAX_CAUSES == 5
+
+
+def _raise_from(exc: BaseException, cause: BaseException) -> None:
+    raise exc from cause
+
+
+def test_a_cause_that_loops_back_is_listed_once() -> None:
+    first, second, third = raised(ValueError("a")), raised(KeyError("b")), raised(OSError("c"))
+    first.__cause__, second.__cause__, third.__cause__ = second, third, second
+    causes = logs.describe_exception(first)["causes"]
+    assert [c["type"] for c in causes] == ["KeyError", "OSError"]
+
+
+def test_an_exceptions_type_is_named_with_its_module_unless_builtin_or_main() -> None:
+    def of_module(module: str) -> str:
+        kind = type("Boom", (Exception,), {"__module__": module})
+        return str(logs.describe_exception(kind())["type"])
+
+    assert [of_module(m) for m in ("handlers.rows", "__main__", "builtins")] == [
+        "handlers.rows.Boom",
+        "Boom",
+        "Boom",
+    ]
+
+
+def test_a_frames_file_is_named_from_the_longest_import_root_it_lies_under(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "path", ["", "/srv", "/srv/app/lib", "/srv/app"])
+    code = compile("raise ValueError('x')", "/srv/app/lib/pkg/mod.py", "exec")
+    assert logs.describe_exception(raised_by(lambda: exec(code)))["at"] == "pkg/mod.py:1"
+
+
+def test_a_foreign_record_keeps_at_most_its_first_500_characters() -> None:
+    out = configured()
+    logging.getLogger("azure.servicebus").warning("x" * 600)
+    (line,) = lines(out.getvalue())
+    assert line["event"] == "x" * logs.MAX_FOREIGN_MESSAGE and logs.MAX_FOREIGN_MESSAGE == 500
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_pretty_lines_and_anything_else_json_lines() -> None:
+    out, terminal = io.StringIO(), Terminal()
+    logs.configure(level="info", stream=out)
+    logs.get_logger().info("plain")
+    logs.configure(level="info", stream=terminal)
+    logs.get_logger().info("pretty")
+    (line,) = lines(out.getvalue())
+    assert line["event"] == "plain"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", line["timestamp"])  # UTC
+    assert "pretty" in terminal.getvalue() and not lines(terminal.getvalue())
+
+
+def test_a_logger_made_before_logging_is_configured_again_follows_the_new_stream() -> None:
+    logger = logs.get_logger()
+    first = configured()
+    logger.info("one")
+    second = configured()
+    logger.info("two")
+    assert [p["event"] for p in lines(first.getvalue())] == ["one"]
+    assert [p["event"] for p in lines(second.getvalue())] == ["two"]
+
+
+def test_pretty_output_shows_the_exception_as_type_location_frames_and_causes() -> None:
+    out = io.StringIO()
+    logs.configure(level="info", stream=out, pretty=True)
+    try:
+        fail_with_row(SECRET)
+    except ValueError as exc:
+        logs.get_logger().error("handler_failed", exc_info=exc)
+    text = out.getvalue()
+    assert SECRET not in text and not lines(text)
+    assert re.search(r"\nValueError at (\S+/)?test_logs\.py:\d+\n", text)
+    assert re.search(r"\n  (\S+/)?test_logs\.py:\d+ in fail_with_row\n", text)
+    assert re.search(r"\n  caused by KeyError at (\S+/)?test_logs\.py:\d+\n", text)
+
+
+def test_configuring_again_replaces_the_handler_so_a_record_is_written_once() -> None:
+    configured()
+    out = configured()
+    logging.getLogger("azure.servicebus").warning("once")
+    assert [p["event"] for p in lines(out.getvalue())] == ["once"]
+    assert sum(isinstance(h, logs._RoutedHandler) for h in logging.getLogger().handlers) == 1
 
 
 # -- the planted secret, through the real CLI and runtime -----------------------------------

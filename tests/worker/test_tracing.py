@@ -247,7 +247,7 @@ def test_the_module_works_without_opentelemetry_installed() -> None:
         from worker.tracing import configure_tracing
         trace = configure_tracing({"OTEL_TRACES_EXPORTER": "console"})
         with trace.turn({}, conversation_id="c", turn_id="t", event_id="e"), trace.step("read"):
-            pass
+            trace.annotate(export_id="x")
         print(trace.enabled, trace.outgoing({}))
         """
     )
