@@ -142,9 +142,15 @@ def aligned(row: Sequence[Any], width: int) -> Sequence[Any]:
 
 
 def byte_chunks(texts: Iterable[str], chunk_size: int, errors: str = "strict") -> Iterator[bytes]:
-    """The texts joined as UTF-8, in chunks of about `chunk_size` bytes (the last may be less)."""
+    """The texts joined as UTF-8, in chunks of about `chunk_size` bytes (the last may be less).
+    A chunk size below 1 is refused at the call, as `csv_chunks` refuses it, not at the first
+    chunk asked for."""
     if chunk_size < 1:
         raise ValueError("chunk_size must be at least 1")
+    return _byte_chunks(texts, chunk_size, errors)
+
+
+def _byte_chunks(texts: Iterable[str], chunk_size: int, errors: str) -> Iterator[bytes]:
     buffer = bytearray()
     for text in texts:
         buffer += text.encode("utf-8", errors)

@@ -302,10 +302,11 @@ def test_chunks_are_consumed_lazily_from_the_row_iterator() -> None:
 
 @pytest.mark.parametrize("chunker", CHUNKERS)
 def test_chunk_size_must_be_positive(chunker: Chunker) -> None:
+    # Refused at the call, before a chunk is asked for: the caller learns it where it erred.
     with pytest.raises(ValueError, match="chunk_size must be at least 1"):
-        list(byte_chunks(["x"], 0))
+        byte_chunks(["x"], 0)
     with pytest.raises(ValueError, match="chunk_size must be at least 1"):
-        list(chunker(["a", "b"], iter([[1, 2]]), chunk_size=0))
+        chunker(["a", "b"], iter([[1, 2]]), chunk_size=0)
 
 
 # --- JSON --------------------------------------------------------------------------------
