@@ -31,8 +31,14 @@ def dlq_list(reason: str | None, as_json: bool) -> None:
     async def work(backend: Backend, _: Settings) -> list[DeadLetteredMessage]:
         return await backend.queue.dead_letters(reason)
 
+    entries = with_backend(work, probe=False)
+    if not entries and not as_json:
+        # Said on stderr: stdout stays one line per message (none), as scripts read it.
+        click.echo(
+            "no dead-lettered messages" + (f" with reason {reason}" if reason else ""), err=True
+        )
     show(
-        [d.summary() for d in with_backend(work, probe=False)],
+        [d.summary() for d in entries],
         as_json,
         lambda d: (
             f"{d['sequence_number']}  {d['reason']}  {d['session_id'] or '-'}  {d['description']}"

@@ -37,6 +37,20 @@ def test_a_replay_of_many_dead_letters_shows_progress_and_a_short_one_does_not(
     assert cli.json("dlq", "list") == []
 
 
+def test_an_empty_list_says_so_on_stderr_and_prints_nothing_on_stdout(tmp_path: Path) -> None:
+    cli = _dead_letters(tmp_path, 1)
+    (entry,) = cli.json("dlq", "list")
+    listed = cli.run("dlq", "list")
+    assert listed.stdout.decode().startswith(f"{entry['sequence_number']}  {entry['reason']}  ")
+    assert listed.stderr == b""
+    narrowed = cli.run("dlq", "list", "--reason", "no_such_reason")
+    assert narrowed.stdout == b""
+    assert narrowed.stderr.decode() == "no dead-lettered messages with reason no_such_reason\n"
+    cli.run("dlq", "purge", "--all", "--yes")
+    emptied = cli.run("dlq", "list")
+    assert (emptied.stdout, emptied.stderr.decode()) == (b"", "no dead-lettered messages\n")
+
+
 def test_replay_by_reason_alone_takes_every_dead_letter_of_that_reason(tmp_path: Path) -> None:
     cli = _dead_letters(tmp_path, 2)
     assert (
