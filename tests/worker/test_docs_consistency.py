@@ -141,3 +141,26 @@ def test_configuration_md_lists_every_setting_with_its_default() -> None:
     }
     assert wrong == {}
     assert settings["LOG_LEVEL"] is None
+
+
+def documented_bounds() -> dict[str, str]:
+    """Each variable of configuration.md's "accepted" table with what it accepts."""
+    text = (ROOT / "docs" / "contract" / "configuration.md").read_text(encoding="utf-8")
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[1].startswith(("an integer", "a number")):
+            found.update(dict.fromkeys(re.findall(r"`([A-Z_]+)`", cells[0]), cells[1]))
+    return found
+
+
+def test_configuration_md_states_what_every_number_setting_accepts() -> None:
+    accepted: dict[str, str] = {}
+    for name, setting in Settings.fields().items():
+        try:
+            setting.parse("?")
+        except ValueError as refused:  # the parser's own words for what it takes
+            if str(refused).startswith(("an integer", "a number")):
+                accepted[name.upper()] = str(refused)
+    assert len(accepted) >= 16
+    assert documented_bounds() == accepted
