@@ -93,6 +93,22 @@ def test_a_diagnostic_id_that_is_no_utf8_starts_a_new_trace(spans: Any) -> None:
     assert turn.parent is None
 
 
+def test_annotate_adds_ids_to_the_current_span_and_leaves_out_those_not_known(
+    spans: Any,
+) -> None:
+    trace, exporter = spans
+    with trace.turn({}, conversation_id="c1"):
+        trace.annotate(turn_id="t1", export_id=None, decision="published")
+    (turn,) = exporter.get_finished_spans()
+    assert dict(turn.attributes) == {
+        "messaging.system": "servicebus",
+        "messaging.operation.type": "process",
+        "export_worker.conversation_id": "c1",
+        "export_worker.turn_id": "t1",
+        "export_worker.decision": "published",
+    }
+
+
 def test_a_steps_attributes_are_named_under_the_workers_prefix(spans: Any) -> None:
     trace, exporter = spans
     with trace.turn({}, **IDS), trace.step("fetch", artifacts=2):
