@@ -122,7 +122,14 @@ def _csv_chunks(
     # The BOM goes in as its UTF-8 bytes: joined as U+FEFF it would make the first chunk's
     # text two bytes a character, to join and to encode, where records are mostly ASCII.
     prefix = _UTF8_BOM if bom else b""
-    lines = [_record(columns)]
+    header = _record(columns)
+    if not bom and header.startswith("\ufeff"):
+        # A file that starts with U+FEFF reads as one with a byte-order mark: a reader would
+        # drop it from the first name. Quoted, the name starts after the quote and reads back
+        # whole. (Unquoted, the first cell holds no quote to double.)
+        first = len(csv_cell(columns[0]))
+        header = f'"{header[:first]}"{header[first:]}'
+    lines = [header]
     size = len(lines[0]) + (1 if bom else 0)
     for text in _records(rows, len(columns)):
         lines.append(text)

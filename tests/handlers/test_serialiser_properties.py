@@ -14,7 +14,7 @@ from typing import Any
 import openpyxl
 import pytest
 from defusedxml import ElementTree
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from openpyxl.utils.escape import unescape
 
@@ -111,6 +111,7 @@ def test_a_repeated_or_blank_header_gets_the_smallest_number_free_at_its_turn(
 
 @settings(max_examples=300, deadline=None)
 @given(tables(), st.booleans(), st.integers(min_value=1, max_value=200))
+@example((["\ufeff"], []), False, 1)  # a first name that would read as a byte-order mark
 def test_csv_parses_back_to_the_cells_csv_cell_gives(
     table: tuple[list[str], list[list[Any]]], bom: bool, chunk_size: int
 ) -> None:

@@ -130,6 +130,18 @@ def test_csv_starts_with_a_bom_by_default() -> None:
     assert csv_bytes(["a"], [["x"]]).startswith(BOM + b"a\r\n")
 
 
+@pytest.mark.parametrize("bom", [True, False])
+def test_a_first_header_starting_with_u_feff_reads_back_whole_with_or_without_a_bom(
+    bom: bool,
+) -> None:
+    # Keys copied from a CSV file with a byte-order mark often start with one ("\ufeffid").
+    data = b"".join(csv_chunks(["\ufeffid", "b"], [[1, 2]], bom=bom))
+    assert data == (BOM + BOM + b"id,b\r\n1,2\r\n" if bom else b'"' + BOM + b'id",b\r\n1,2\r\n')
+    # A reader strips one byte-order mark at the start, as Excel and utf-8-sig do.
+    text = data.decode("utf-8-sig")
+    assert list(csv.reader(io.StringIO(text, newline=""))) == [["\ufeffid", "b"], ["1", "2"]]
+
+
 def test_csv_has_no_bom_when_turned_off() -> None:
     assert csv_bytes(["a"], [["x"]], bom=False) == b"a\r\nx\r\n"
 
