@@ -412,3 +412,12 @@ def test_the_log_level_flag_takes_a_known_level_in_any_case(
     monkeypatch.setenv("EXPORT_WORKER_BACKEND", "local")
     result = CliRunner().invoke(cli, ["--log-level", flag, "status", "--json"])
     assert result.exit_code == code, result.output
+
+
+@pytest.mark.parametrize("level", ["debug", "info", "warning", "error", "critical"])
+def test_every_level_configuration_md_names_is_a_log_level_setting_in_any_case(
+    level: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EXPORT_WORKER_LOG_LEVEL", level.upper())
+    assert Settings().log_level == level
