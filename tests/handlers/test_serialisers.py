@@ -137,7 +137,7 @@ def test_a_first_header_starting_with_u_feff_reads_back_whole_with_or_without_a_
     # Keys copied from a CSV file with a byte-order mark often start with one ("\ufeffid").
     data = b"".join(csv_chunks(["\ufeffid", "b"], [[1, 2]], bom=bom))
     assert data == (BOM + BOM + b"id,b\r\n1,2\r\n" if bom else b'"' + BOM + b'id",b\r\n1,2\r\n')
-    # A reader strips one byte-order mark at the start, as Excel and utf-8-sig do.
+    # A reader that honours a byte-order mark strips one at the start, as utf-8-sig does.
     text = data.decode("utf-8-sig")
     assert list(csv.reader(io.StringIO(text, newline=""))) == [["\ufeffid", "b"], ["1", "2"]]
 
