@@ -210,7 +210,8 @@ def test_causes_are_followed_through_the_chain_at_most_five_deep() -> None:
     def chained(depth: int) -> BaseException:
         exc = raised(KeyError("k0"))
         for _ in range(1, depth):
-            exc = raised_by(lambda cause=exc: _raise_from(OSError(SECRET), cause))
+            cause, exc = exc, raised(OSError(SECRET))
+            exc.__cause__ = cause  # as `raise ... from cause` sets it
         return exc
 
     assert [c["type"] for c in logs.describe_exception(chained(3))["causes"]] == [
@@ -218,10 +219,6 @@ def test_causes_are_followed_through_the_chain_at_most_five_deep() -> None:
         "KeyError",
     ]
     assert len(logs.describe_exception(chained(9))["causes"]) == logs.MAX_CAUSES == 5
-
-
-def _raise_from(exc: BaseException, cause: BaseException) -> None:
-    raise exc from cause
 
 
 def test_a_cause_that_loops_back_is_listed_once() -> None:

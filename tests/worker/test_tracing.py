@@ -162,16 +162,20 @@ def test_nothing_is_traced_unless_an_exporter_is_configured() -> None:
     assert not configure_tracing(disabled).enabled
 
 
+def exporter_names(traced: Tracing) -> list[str]:
+    """The class names of the span exporters `traced` configured, in order."""
+    return [
+        type(p.span_exporter).__name__
+        for p in traced._provider._active_span_processor._span_processors
+    ]
+
+
 def test_the_standard_variables_choose_the_exporter() -> None:
     console = configure_tracing({"OTEL_TRACES_EXPORTER": "console"})
     otlp = configure_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
     try:
         assert console.enabled and otlp.enabled
-        exporters = [
-            type(p.span_exporter).__name__
-            for t in (console, otlp)
-            for p in t._provider._active_span_processor._span_processors
-        ]
+        exporters = exporter_names(console) + exporter_names(otlp)
         assert exporters == ["ConsoleSpanExporter", "OTLPSpanExporter"]
     finally:
         console.close()
@@ -235,13 +239,6 @@ def test_a_connection_string_without_the_azure_distro_traces_nothing_and_says_wh
     assert not traced.enabled
     warned = [json.loads(line)["event"] for line in capsys.readouterr().err.splitlines()]
     assert warned == ["tracing_azure_monitor_not_installed"]
-
-
-def exporter_names(traced: Tracing) -> list[str]:
-    return [
-        type(p.span_exporter).__name__
-        for p in traced._provider._active_span_processor._span_processors
-    ]
 
 
 def test_azure_monitor_is_configured_when_its_distro_and_connection_string_are_there(
