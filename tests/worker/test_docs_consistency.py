@@ -93,14 +93,20 @@ def test_every_command_of_cli_md_shows_its_documented_names_in_its_help() -> Non
 _UNITS = {"MiB": 1024 * 1024, "KiB": 1024}
 
 
+def configuration_rows() -> list[list[str]]:
+    """The cells of each table row of configuration.md (other lines give one cell)."""
+    text = (ROOT / "docs" / "contract" / "configuration.md").read_text(encoding="utf-8")
+    return [
+        [cell.strip() for cell in line.strip().strip("|").split("|")] for line in text.splitlines()
+    ]
+
+
 def documented_defaults() -> dict[str, str]:
     """Each variable of configuration.md's tables with the default written for it: the
     backticked values of its default cell in order (one per variable of the row), else the
     cell's plain number ("1,900,000", "192 KiB"), else "" (none)."""
-    text = (ROOT / "docs" / "contract" / "configuration.md").read_text(encoding="utf-8")
     found: dict[str, str] = {}
-    for line in text.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    for cells in configuration_rows():
         if len(cells) != 3 or not cells[0].startswith("`"):
             continue
         names = re.findall(r"`([A-Z_]+)`", cells[0])
@@ -145,10 +151,8 @@ def test_configuration_md_lists_every_setting_with_its_default() -> None:
 
 def documented_bounds() -> dict[str, str]:
     """Each variable of configuration.md's "accepted" table with what it accepts."""
-    text = (ROOT / "docs" / "contract" / "configuration.md").read_text(encoding="utf-8")
     found: dict[str, str] = {}
-    for line in text.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    for cells in configuration_rows():
         if len(cells) == 2 and cells[1].startswith(("an integer", "a number")):
             found.update(dict.fromkeys(re.findall(r"`([A-Z_]+)`", cells[0]), cells[1]))
     return found
