@@ -196,9 +196,10 @@ _POSSESSION_BEFORE: Final = re.compile(
     _I,
 )
 # "the data is in json", "I have it in csv": where the data is now, not what to make (the
-# target's "in" read as a place). Not after "make sure", "ensure", "check that": those ask.
+# target's "in" read as a place). Not after "make sure", "ensure", "check that": those ask
+# (`_asks_held_in` reads the words ahead of the subject, `lead`).
 _HELD_IN_BEFORE: Final = re.compile(
-    r"(?:(?<![\w'])(?P<before>[a-z']+)\s+)?"
+    r"(?:(?<![\w'])(?P<lead>(?:[a-z']+\s+){1,5}))?"
     r"(?:\b[a-z]+(?:\s+(?:is|are|was|were)|'s|'re)"
     r"|\b(?:i|we|you|they)(?:'ve|\s+have)(?:\s+got)?\s+(?:it|them|this|that|these|those"
     r"|everything|(?:the|my|our)\s+[\w-]+))"
@@ -210,7 +211,15 @@ _MODALS: Final = frozenset(
     {"can", "could", "may", "might", "would", "will", "shall", "should", "must", "do", "does",
      "did", "let"}
 )  # fmt: skip
-_ASKS_BEFORE_HELD: Final = _MODALS | {"sure", "ensure", "that", "check", "verify", "confirm"}
+# Read past to find the word that asks: "make sure (that) (all) (the) data is in csv".
+_AHEAD_OF_SUBJECT: Final = frozenset(
+    {"that", "the", "a", "an", "all", "both", "each", "every", "some", "this", "these", "those",
+     "my", "our", "your", "their", "his", "her", "its"}
+)  # fmt: skip
+_ASKS_BEFORE_HELD: Final = _MODALS | {"ensure", "check", "verify", "confirm"}
+# "sure" asks after these or first in its clause ("make sure it's in csv", "sure it's in
+# csv"); after any other word it says where the data is ("I'm sure it's in json").
+_MAKES_SURE: Final = frozenset({"", "make", "making", "be"})
 _PIECE: Final = re.compile(r"\S+")
 _STEM: Final = re.compile(r"[\w-]+")
 # The word before the preposition starts where a run of word characters starts (a match
@@ -316,11 +325,12 @@ def _requested_in(sentence: str) -> list[_Mention]:
 
 
 # The most pieces (runs of non-whitespace) a match of a pattern read before a mention spans,
-# counting the piece the mention starts inside ("data.json"): `_HELD_IN_BEFORE`'s "so we have
-# got the data already in a data." is 10; `_POSSESSION_BEFORE`'s "so we already have already
-# got the new" 8; `_TARGET_BEFORE`'s "well as a data." and `_INPUT_DETERMINER`'s "here is the
-# sales" 4; `_SOURCE_BEFORE`'s "from the sales" 3.
-_PHRASE_PIECES: Final = 10
+# counting the piece the mention starts inside ("data.json"): `_HELD_IN_BEFORE`'s 14, five
+# words of `lead` ("make sure that all the") and nine of "we have got the data already in a
+# data."; `_POSSESSION_BEFORE`'s "so we already have already got the new" 8;
+# `_TARGET_BEFORE`'s "well as a data." and `_INPUT_DETERMINER`'s "here is the sales" 4;
+# `_SOURCE_BEFORE`'s "from the sales" 3.
+_PHRASE_PIECES: Final = 14
 
 
 class _Pieces:
@@ -372,20 +382,26 @@ def _is_input(before: str) -> bool:
     """Whether the text before a mention names the file the user already has."""
     if _INPUT_DETERMINER.search(before) or _SOURCE_BEFORE.search(before):
         return True
-    return _says_unasked(_POSSESSION_BEFORE, before, _MODALS)
+    # "I have a csv" holds it; "can I have a csv" asks for it
+    found = _POSSESSION_BEFORE.search(before)
+    return found is not None and (found.group("before") or "").lower() not in _MODALS
 
 
 def _is_held_in(before: str) -> bool:
-    """Whether the text before a mention says the data already is in that format."""
-    return _says_unasked(_HELD_IN_BEFORE, before, _ASKS_BEFORE_HELD)
-
-
-def _says_unasked(pattern: re.Pattern[str], before: str, asking: frozenset[str]) -> bool:
-    """Whether `pattern` (with an optional group `before`, the word ahead of its subject)
-    matches the text before a mention, and that word does not make it a request ("can I
-    have", "could we have it in", "make sure it's in")."""
-    found = pattern.search(before)
-    return found is not None and (found.group("before") or "").lower() not in asking
+    """Whether the text before a mention says the data already is in that format, and no
+    word ahead of its subject makes it a request ("make sure the data is in csv", "check
+    that it's in xml")."""
+    found = _HELD_IN_BEFORE.search(before)
+    if found is None:
+        return False
+    lead = (found.group("lead") or "").lower().split()
+    while lead and lead[-1] in _AHEAD_OF_SUBJECT:
+        lead.pop()
+    if not lead:
+        return True
+    if lead[-1] == "sure":
+        return (lead[-2] if len(lead) > 1 else "") not in _MAKES_SURE
+    return lead[-1] not in _ASKS_BEFORE_HELD
 
 
 def _mentions(sentence: str) -> list[_Mention]:

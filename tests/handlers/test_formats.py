@@ -233,6 +233,17 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("input", "I have it in csv, can you make json?", "json"),
     ("input", "The file is in csv format and I need it in json", "json"),
     ("input", "make sure it's in csv", "csv"),  # asks
+    ("input", "make sure the data is in csv", "csv"),  # asks, past a determiner
+    ("input", "please make sure the readings are in json", "json"),
+    ("input", "make sure that all the data is in csv", "csv"),
+    ("input", "check that the export is in xml", "xml"),
+    ("input", "ensure the file is in json", "json"),
+    ("input", "be sure it's in csv", "csv"),
+    ("input", "sure it's in csv", "csv"),  # first in its clause: asks
+    ("input", "I'm sure it's in json, make a csv", "csv"),  # who is sure: says, not asks
+    ("input", "pretty sure it is in xml, give me json", "json"),
+    ("input", "I know that it's in json, make a csv", "csv"),
+    ("input", "all the data is in json, make a csv", "csv"),
     ("input", "it should be in csv", "csv"),
     ("input", "can I have it in json?", "json"),
     ("input", "Here's the json, convert it to xml", "xml"),

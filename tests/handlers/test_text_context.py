@@ -134,9 +134,10 @@ def _choice(*options: str) -> st.SearchStrategy[str]:
 
 
 # The longest phrases the rules read before a mention: "I have a csv" and "the data is in
-# json" at their fullest ("so we already have already got the new csv", "so we have got the
-# data already in a data.json"), in pieces that each may be left out. Random words rarely line
-# up so many in a row.
+# json" at their fullest ("so we already have already got the new csv", "i'm sure that all
+# the we have got the data already in a data.json": five words ahead of its subject are
+# read), in pieces that each may be left out. Random words rarely line up so many in a
+# row.
 _POSSESSIONS = st.tuples(
     _choice("", "so ", "can ", "could ", "and "),
     _choice("i ", "we ", "they ", "you "),
@@ -148,9 +149,11 @@ _POSSESSIONS = st.tuples(
     _choice("", "new ", "sales ", "to "),
 ).map(lambda parts: "".join(parts).replace(" 've", "'ve"))
 _HELD_IN = st.tuples(
-    _choice("", "so ", "sure ", "can ", "make ", "check "),
+    _choice("", "so ", "sure ", "can ", "make ", "check ", "i'm sure ", "please make sure ",
+            "so be sure ", "i know "),
+    _choice("", "that ", "all ", "the ", "that all the "),
     _choice("the data is ", "it's ", "rows are ", "we have got it ", "i've got the rows ",
-            "they have them ", "we have my data "),
+            "they have them ", "we have my data ", "we have got the data "),
     _choice("", "already ", "currently ", "stored ", "all "),
     _choice("in ", "in a ", "in an ", "in data.", "in a data.", "as "),
 ).map("".join)  # fmt: skip
@@ -181,6 +184,9 @@ def test_the_longest_phrases_before_a_mention_judge_as_the_whole_text_would(text
         ("well we have got the data already in json, convert it to xml", "xml"),
         ("so we have got the data already in a data.json, convert it to xml", "xml"),
         ("can we have it already in json?", "json"),  # asked for, not held
+        # fourteen: the word ahead of "sure" says who is sure (the words are only counted)
+        ("i'm sure that all the we have got the data already in a data.json, make xml", "xml"),
+        ("make sure that all the we have got the data already in a data.json", "json"),
     ],
 )
 def test_what_the_user_holds_is_read_however_many_words_say_it(
