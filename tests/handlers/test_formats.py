@@ -237,7 +237,7 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("input", "please make sure the readings are in json", "json"),
     ("input", "make sure that all the data is in csv", "csv"),
     ("input", "check that the export is in xml", "xml"),
-    ("input", "ensure the file is in json", "json"),
+    ("input", "please ensure the file is in json", "json"),
     ("input", "be sure it's in csv", "csv"),
     ("input", "sure it's in csv", "csv"),  # first in its clause: asks
     ("input", "I'm sure it's in json, make a csv", "csv"),  # who is sure: says, not asks
