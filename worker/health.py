@@ -25,7 +25,8 @@ ReachabilityCheck = Callable[[], Awaitable[None]]  # raises when a dependency is
 
 class Unreachable(Exception):
     """What a reachability check raises to name the dependency that failed and how (the
-    type of the error it got, never its text)."""
+    type of the error it got, never its text, and how the last try failed when the adapter
+    noted it: "TimeoutError (its last try: connection refused)")."""
 
     def __init__(self, dependency: str, error: str) -> None:
         super().__init__(f"{dependency}: {error}")
@@ -173,7 +174,7 @@ class ReadinessState(msgspec.Struct, frozen=True):
     opened: bool = False
     closed: bool = False
     checked_at: float | None = None
-    check_error: str | None = None  # the exception type of a failed check, never its text
+    check_error: str | None = None  # a failed check's `Unreachable.error`, never an error's text
     dependency: str | None = None  # which dependency failed, when the check says
 
 

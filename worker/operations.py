@@ -27,7 +27,7 @@ from worker.health import (
 from worker.logs import get_logger
 from worker.metrics import Metrics, Recorder, Unexposed
 from worker.observer import AttributeValue, Handling, Step
-from worker.ports import Backend, LockLost, NotFound, QueueMessage
+from worker.ports import Backend, LockLost, NotFound, QueueMessage, watching_tries
 from worker.settings import Settings
 from worker.tracing import Tracing, TurnSpan, configure_tracing
 
@@ -232,7 +232,9 @@ def reachability_check(
 
     Each failure raises `Unreachable` naming the dependency and the error's type; a read
     slower than `read_timeout` (an SDK still in its retries) is a `TimeoutError` of that
-    dependency, before the whole check's bound would leave /readyz without a name.
+    dependency, before the whole check's bound would leave /readyz without a name. When the
+    adapter noted how its last try failed, that follows: "(its last try: connection
+    refused)".
     """
 
     async def store() -> None:
@@ -249,16 +251,26 @@ def reachability_check(
 
     reads = {"store": store, "ledger": ledger, "blobs": blobs}
 
+    async def read(name: str) -> str | None:
+        """None when the read answered; else its error's type, and how the last try of the
+        adapter's own retries failed when it says ("TimeoutError (its last try: connection
+        refused)")."""
+        with watching_tries() as tries:
+            try:
+                await asyncio.wait_for(reads[name](), read_timeout)
+            except Exception as exc:
+                last = f" (its last try: {tries.last})" if tries.last else ""
+                return type(exc).__name__ + last
+        return None
+
     async def check() -> None:
         names = list(reads)
-        results = await asyncio.gather(
-            *(asyncio.wait_for(reads[n](), read_timeout) for n in names), return_exceptions=True
-        )
+        results = await asyncio.gather(*(read(n) for n in names), return_exceptions=True)
         for name, result in zip(names, results, strict=True):
-            if isinstance(result, Exception):
-                raise Unreachable(name, type(result).__name__)
             if isinstance(result, BaseException):
                 raise result  # cancelled: not an answer
+            if result is not None:
+                raise Unreachable(name, result)
         if operations.queue_error is not None:
             raise Unreachable("queue", operations.queue_error)
 

@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import socket
+import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,8 +20,15 @@ from azure.cosmos import exceptions as cosmos
 from azure.servicebus import exceptions as sb
 
 from worker.azure.messages import decoded_properties
-from worker.azure.timeouts import DeadlineExceeded, guarded, guarded_iter, port_error
-from worker.ports import Conflict, LockLost, NotFound, TransientError
+from worker.azure.timeouts import (
+    DeadlineExceeded,
+    guarded,
+    guarded_iter,
+    network_reason,
+    note_sdk_try,
+    port_error,
+)
+from worker.ports import Conflict, LockLost, NotFound, TransientError, watching_tries
 
 
 def http_error(status: int, code: str | None = None) -> core.HttpResponseError:
@@ -327,3 +339,136 @@ def test_an_error_raised_as_it_is_names_its_service_in_the_cli_line(
         "export-worker: TransientError: Cosmos DB: "
         "ClientAuthenticationError: DefaultAzureCredential failed to retrieve a token\n"
     )
+
+
+# --- how a connection failed, in words with no address ---------------------------------------
+
+
+def _connector_error(cause: OSError) -> core.ServiceRequestError:
+    """What azure-core raises when aiohttp cannot connect: the SDK error wrapping aiohttp's,
+    which wraps the socket's."""
+    try:
+        try:
+            raise cause
+        except OSError as socket_error:
+            key = SimpleNamespace(host="h", port=1, ssl=False)
+            raise aiohttp.ClientConnectorError(key, socket_error) from socket_error  # type: ignore[arg-type]
+    except aiohttp.ClientConnectorError as connector:
+        return core.ServiceRequestError(connector, error=connector)
+
+
+CONNECTION_FAILURES = [
+    (ConnectionRefusedError(111, "Connect call failed"), "connection refused"),
+    (socket.gaierror(-2, "Name or service not known"), "host name not resolved"),
+    (OSError(errno.EHOSTUNREACH, "No route to host"), "host unreachable"),
+    (ssl.SSLCertVerificationError(1, "certificate verify failed"), "TLS certificate not trusted"),
+    (ssl.SSLError(1, "wrong version number"), "TLS failed"),
+]
+RESET = core.ServiceResponseError("reset", error=ConnectionResetError(104, "reset"))
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        *((_connector_error(cause), reason) for cause, reason in CONNECTION_FAILURES),
+        (RESET, "connection reset"),
+        (aiohttp.ServerDisconnectedError(), "server closed the connection"),
+        (core.ServiceRequestTimeoutError("connect", error=TimeoutError()), "timed out"),
+        (core.ServiceRequestError("no cause"), None),
+        (http_error(503), None),
+    ],
+)
+def test_a_connection_failure_is_named_by_how_it_failed(
+    error: BaseException, reason: str | None
+) -> None:
+    assert network_reason(error) == reason
+
+
+def test_a_connection_failures_reason_is_read_through_a_chain_that_loops() -> None:
+    first, second = core.ServiceRequestError("a"), ConnectionRefusedError(111, "refused")
+    first.inner_exception = None
+    first.__cause__ = second
+    second.__context__ = first  # a loop: read once each, not forever
+    assert network_reason(first) == "connection refused"
+
+
+def test_a_wrapped_connection_failure_says_how_after_its_type_a_builtin_says_it_once() -> None:
+    # "Cosmos DB: ServiceRequestError" did not say the endpoint refused the connection, and
+    # an operator could not tell a wrong port from a slow service.
+    refused = _connector_error(ConnectionRefusedError(111, "Connect call failed ('10.0.0.9', 443)"))
+
+    async def fails(error: BaseException) -> None:
+        raise error
+
+    with pytest.raises(TransientError) as caught:
+        run(guarded(fails(refused), 1.0, "Cosmos DB"))
+    assert str(caught.value) == "Cosmos DB: ServiceRequestError (connection refused)"
+    assert "10.0.0.9" not in str(caught.value)
+    with pytest.raises(TransientError) as builtin:
+        run(guarded(fails(ConnectionRefusedError(111, "x")), 1.0, "Cosmos DB"))
+    assert str(builtin.value) == "Cosmos DB: ConnectionRefusedError"
+
+
+def test_our_deadline_says_how_the_sdks_last_failed_try_ended() -> None:
+    async def retrying() -> None:
+        note_sdk_try(_connector_error(ConnectionRefusedError(111, "refused")), None)
+        note_sdk_try(None, 503)  # the last one is what is said
+        await asyncio.sleep(5)  # the SDK's backoff before its next try
+
+    with pytest.raises(DeadlineExceeded) as caught:
+        run(guarded(retrying(), 0.05, "Blob Storage"))
+    assert str(caught.value) == "Blob Storage: no answer within 0.05 s (its last try: HTTP 503)"
+    assert isinstance(caught.value.__cause__, TimeoutError)  # a status raised nothing
+
+    refused = _connector_error(ConnectionRefusedError(111, "refused"))
+
+    async def refusing() -> None:
+        note_sdk_try(refused, None)
+        await asyncio.sleep(5)
+
+    with pytest.raises(DeadlineExceeded) as caught:
+        run(guarded(refusing(), 0.05, "Blob Storage"))
+    assert caught.value.__cause__ is refused  # what a dead letter's description ends with
+
+
+def test_a_failed_try_is_said_only_by_the_call_it_was_part_of() -> None:
+    async def refused() -> None:
+        note_sdk_try(_connector_error(ConnectionRefusedError(111, "refused")), None)
+        raise core.ServiceRequestError("x")
+
+    async def main() -> str:
+        with contextlib.suppress(TransientError):
+            await guarded(refused(), 1.0, "Blob Storage")
+        with watching_tries() as tries:
+            with pytest.raises(DeadlineExceeded) as caught:
+                await guarded(asyncio.sleep(5), 0.05, "Blob Storage")
+            assert tries.last is None
+        return str(caught.value)
+
+    assert run(main()) == "Blob Storage: no answer within 0.05 s"
+
+
+def test_a_call_that_fails_on_a_connection_notes_it_for_a_watch_outside() -> None:
+    async def main() -> str | None:
+        with watching_tries() as tries:
+            with contextlib.suppress(TransientError):
+                await guarded(_raise(_connector_error(ConnectionRefusedError(111, "r"))), 1.0)
+            return tries.last
+
+    assert run(main()) == "connection refused"
+
+
+async def _raise(error: BaseException) -> None:
+    raise error
+
+
+def test_operations_md_lists_every_way_a_try_can_be_said_to_have_failed() -> None:
+    from worker.azure import timeouts
+
+    text = " ".join(
+        (Path(__file__).resolve().parents[2] / "docs/operations.md").read_text().split()
+    )
+    listed = text.split("the other words are ", 1)[1].split(", or the SDK error's type", 1)[0]
+    words = {w.strip("`") for w in listed.replace(", ", ",").split(",")}
+    reasons = {r for _, r in timeouts._NETWORK_REASONS} | set(timeouts._NETWORK_ERRNOS.values())
+    assert words == (reasons - {"connection refused"}) | {"HTTP <status>"}

@@ -28,7 +28,14 @@ from worker.operations import (
     operations_endpoint,
     reachability_check,
 )
-from worker.ports import Backend, LockLost, NotFound, QueueMessage, TransientError
+from worker.ports import (
+    Backend,
+    LockLost,
+    NotFound,
+    QueueMessage,
+    TransientError,
+    note_failed_try,
+)
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
 from worker.settings import Settings
@@ -485,3 +492,44 @@ def test_serving_metrics_that_were_not_kept_is_refused() -> None:
 
     with pytest.raises(TypeError):
         asyncio.run(serve())
+
+
+def test_a_dependency_read_that_failed_says_how_its_adapters_last_try_failed(
+    tmp_path: Path,
+) -> None:
+    # An adapter that retries on its own (Blob Storage's SDK) notes how each try failed; the
+    # read's bound ends it mid-backoff, and "TimeoutError" alone read as a slow service.
+    class Retrying:
+        def __init__(self, inner: Any, backoff: float = 5.0) -> None:
+            self._inner, self._backoff = inner, backoff
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        async def exists(self, path: str) -> bool:
+            note_failed_try("connection refused")
+            await asyncio.sleep(self._backoff)
+            return False
+
+    async def main() -> Any:
+        backend = open_local_backend(tmp_path / "home", lock_duration=60)
+        try:
+            check = reachability_check(
+                replace(backend, blobs=Retrying(backend.blobs)),
+                Settings(env_file=None),
+                Operations(),
+                read_timeout=0.1,
+            )
+            await check()
+        except Unreachable as exc:
+            return exc.dependency, exc.error
+        finally:
+            await backend.close()
+
+    assert asyncio.run(main()) == ("blobs", "TimeoutError (its last try: connection refused)")
+    change = replaced(
+        store=lambda b: Failing(b.store, TransientError("x"), "get_conversation"),
+        blobs=lambda b: Retrying(b.blobs, backoff=0),
+    )
+    # each read says only its own tries: the store's failure is not the blobs' refusal
+    assert check_with(tmp_path, change) == ("store", "TransientError")

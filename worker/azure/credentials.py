@@ -19,9 +19,9 @@ from azure.cosmos.aio import CosmosClient
 from azure.identity.aio import DefaultAzureCredential
 from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.aio.management import ServiceBusAdministrationClient
-from azure.storage.blob.aio import BlobServiceClient
+from azure.storage.blob.aio import BlobServiceClient, ExponentialRetry
 
-from worker.azure.timeouts import BLOB_STORAGE, COSMOS_DB, SERVICE_BUS
+from worker.azure.timeouts import BLOB_STORAGE, COSMOS_DB, SERVICE_BUS, note_sdk_try
 from worker.ports import name_service
 from worker.settings import Settings
 
@@ -74,11 +74,28 @@ def default_credential() -> AsyncTokenCredential:
     return DefaultAzureCredential()
 
 
+class NotingRetry(ExponentialRetry):
+    """Blob Storage's default retry policy (the SDK's own, its settings unchanged) that notes
+    how each failed try ended, so a call our deadline ends can say (`timeouts.guarded`)."""
+
+    def increment(
+        self,
+        settings: dict[str, Any],
+        request: Any,
+        response: Any = None,
+        error: Any = None,
+    ) -> bool:
+        note_sdk_try(error, getattr(response, "status_code", None))
+        return bool(super().increment(settings, request, response=response, error=error))
+
+
 @_building(BLOB_STORAGE)
 def blob_service(
     settings: Settings, **options: Any
 ) -> tuple[BlobServiceClient, AsyncTokenCredential | None]:
-    """A Blob service client and the token credential it owns (None with a connection string)."""
+    """A Blob service client and the token credential it owns (None with a connection string);
+    its retries note how each failed try ended (`NotingRetry`)."""
+    options.setdefault("retry_policy", NotingRetry())
     if settings.blob_connection_string is not None:
         secret = settings.blob_connection_string.get_secret_value()
         return BlobServiceClient.from_connection_string(secret, **options), None

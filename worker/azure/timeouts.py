@@ -26,11 +26,21 @@ is tried again with backoff and, once `MAX_ATTEMPTS` are spent, dead-lettered
 
 Anything else (a credential that cannot get a token, a missing queue, a programming
 error) is left as it is: it is not worth retrying and the runtime treats it as a bug.
+
+A failure to connect says how, in words that carry no address or secret ("ServiceRequestError
+(connection refused)"). Blob Storage retries a refused connection for longer than our
+deadline, so its retry policy notes how each failed try ended (`note_failed_try`) and a
+deadline that ends such a call says so: "no answer within 30 s (its last try: connection
+refused)", not a bare timeout an operator would read as a slow service
+(`worker.ports.watching_tries`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable
 from typing import Final, TypeVar
 
@@ -38,7 +48,15 @@ import aiohttp
 from azure.core import exceptions as core_errors
 from azure.servicebus import exceptions as sb_errors
 
-from worker.ports import Conflict, LockLost, NotFound, TransientError, name_service
+from worker.ports import (
+    Conflict,
+    LockLost,
+    NotFound,
+    TransientError,
+    name_service,
+    note_failed_try,
+    watching_tries,
+)
 
 T = TypeVar("T")
 
@@ -85,6 +103,59 @@ _CONFIGURATION_TYPES: tuple[type[BaseException], ...] = (
     sb_errors.ServiceBusAuthenticationError,
     sb_errors.ServiceBusAuthorizationError,
 )
+
+
+# How a connection failed, by the first of these the error or what it wraps is; most
+# specific first (a refused connection is also a ConnectionError).
+_NETWORK_REASONS: Final[tuple[tuple[type[BaseException], str], ...]] = (
+    (ConnectionRefusedError, "connection refused"),
+    (ConnectionResetError, "connection reset"),
+    (ConnectionAbortedError, "connection aborted"),
+    (socket.gaierror, "host name not resolved"),
+    (ssl.SSLCertVerificationError, "TLS certificate not trusted"),
+    (ssl.SSLError, "TLS failed"),
+    (aiohttp.ServerDisconnectedError, "server closed the connection"),
+    (TimeoutError, "timed out"),
+)
+# The same by errno, for wrappers that keep the number but not the class (aiohttp's
+# ClientConnectorError is an OSError carrying the errno of the one it wraps).
+_NETWORK_ERRNOS: Final = {
+    errno.ECONNREFUSED: "connection refused",
+    errno.ECONNRESET: "connection reset",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ENETUNREACH: "network unreachable",
+}
+_CHAIN_LIMIT = 8
+
+
+def network_reason(exc: BaseException | None) -> str | None:
+    """How a connection failed ("connection refused", "host name not resolved", "TLS
+    failed", ...), read from the error and what it wraps; None when it says nothing of it."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    link = exc
+    while link is not None and id(link) not in seen and len(chain) < _CHAIN_LIMIT:
+        seen.add(id(link))
+        chain.append(link)
+        inner = getattr(link, "inner_exception", None)  # azure-core keeps the wrapped error
+        link = inner if isinstance(inner, BaseException) else link.__cause__ or link.__context__
+    for kind, reason in _NETWORK_REASONS:
+        if any(isinstance(e, kind) for e in chain):
+            return reason
+    for e in chain:
+        by_number = _NETWORK_ERRNOS.get(getattr(e, "errno", None) or 0)
+        if by_number is not None:
+            return by_number
+    return None
+
+
+def note_sdk_try(error: BaseException | None, status: int | None) -> None:
+    """An SDK retry policy's report of a try that failed, by its error or its HTTP status
+    (`worker.ports.note_failed_try`)."""
+    if error is not None:
+        note_failed_try(network_reason(error) or type(error).__name__, error)
+    elif status is not None:
+        note_failed_try(f"HTTP {status}")
 
 
 def port_error(exc: BaseException) -> BaseException:
@@ -158,6 +229,10 @@ def _describe(exc: BaseException) -> str:
         parts.append(str(status))
     if code:
         parts.append(str(code))
+    if status is None and not (isinstance(exc, OSError) and type(exc).__module__ == "builtins"):
+        reason = network_reason(exc)  # a wrapper's, not what a builtin's name already says
+        if reason is not None:
+            parts.append(f"({reason})")
     return " ".join(parts)
 
 
@@ -167,13 +242,21 @@ async def guarded(operation: Awaitable[T], timeout: float, service: str = "") ->
     DB", "Blob Storage", "Service Bus") so a one-line failure says which one it was."""
     deadline = asyncio.timeout(timeout)
     try:
-        async with deadline:
-            return await operation
+        with watching_tries() as tries:
+            async with deadline:
+                return await operation
     except TimeoutError as exc:
         if deadline.expired():
-            raise DeadlineExceeded(_of(service, f"no answer within {timeout:g} s")) from exc
+            # raised from the last try's error when it raised one, so a dead letter's
+            # description ends with it ("from ServiceRequestError from ... ECONNREFUSED")
+            last = f" (its last try: {tries.last})" if tries.last else ""
+            text = _of(service, f"no answer within {timeout:g} s{last}")
+            raise DeadlineExceeded(text) from tries.error or exc
         raise TransientError(_of(service, _describe(exc))) from exc
     except Exception as exc:
+        reason = network_reason(exc)
+        if reason is not None:
+            note_failed_try(reason, exc)  # the last try: a watch outside says how it ended
         mapped = port_error(exc)
         if mapped is exc:
             name_service(exc, service)

@@ -20,12 +20,15 @@ from worker.ports.blobs import BlobInfo, Blobs, BlobUpload
 from worker.ports.calls import Effect, PortCall, UndeclaredPortCall, declared_calls, port_call
 from worker.ports.errors import (
     Conflict,
+    FailedTries,
     LockLost,
     NotFound,
     PortError,
     TransientError,
     name_service,
+    note_failed_try,
     service_of,
+    watching_tries,
 )
 from worker.ports.publisher import Publisher
 from worker.ports.queue import (
@@ -62,6 +65,7 @@ __all__ = [
     "DeadLetterOperations",
     "DeadLetteredMessage",
     "Effect",
+    "FailedTries",
     "InvalidMessageId",
     "Ledger",
     "LockLost",
@@ -80,6 +84,8 @@ __all__ = [
     "checked_message_id",
     "declared_calls",
     "name_service",
+    "note_failed_try",
     "port_call",
     "service_of",
+    "watching_tries",
 ]

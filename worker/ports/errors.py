@@ -7,9 +7,17 @@
 
 An error that stays as it is (a malformed key, a refused credential) is named with the service
 it came from in an exception note (`name_service`), which the CLI's one line leads with.
+
+A call whose adapter retries on its own can end on a deadline with the reason its tries
+failed hidden behind it; the adapter notes how each failed try ended (`note_failed_try`),
+and a caller that wants to say so watches (`watching_tries`).
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 
 class PortError(Exception):
@@ -47,3 +55,36 @@ def service_of(exc: BaseException) -> str | None:
         if isinstance(note, str) and note.startswith(_SERVICE_NOTE):
             return note.removeprefix(_SERVICE_NOTE)
     return None
+
+
+class FailedTries:
+    """How the last failed try of the calls watched ended, once one has: in words with no
+    address or secret in them (`last`: "connection refused", "HTTP 503"), and the error it
+    raised, if it raised one."""
+
+    __slots__ = ("error", "last")
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.error: BaseException | None = None
+
+
+# The watches open in this task (and the tasks it starts), outermost first.
+_WATCHING: ContextVar[tuple[FailedTries, ...]] = ContextVar("failed_tries", default=())
+
+
+@contextlib.contextmanager
+def watching_tries() -> Iterator[FailedTries]:
+    """While inside, each failed try an adapter notes is noted on what this yields."""
+    tries = FailedTries()
+    token = _WATCHING.set((*_WATCHING.get(), tries))
+    try:
+        yield tries
+    finally:
+        _WATCHING.reset(token)
+
+
+def note_failed_try(how: str, error: BaseException | None = None) -> None:
+    """An adapter's report of how one try of a call failed, to every watch open."""
+    for tries in _WATCHING.get():
+        tries.last, tries.error = how, error
