@@ -356,9 +356,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         _fail(1, exc.format_message().splitlines()[0])
     except Exception as exc:
-        service = service_of(exc)  # an SDK error raised as it is: which service said it
-        lead = f"{service}: " if service else ""
-        _fail(1, f"{type(exc).__name__}: {lead}{str(exc).splitlines()[0] if str(exc) else ''}")
+        service = service_of(exc)  # which service said it, unless its text already does
+        line = str(exc).splitlines()[0] if str(exc) else ""
+        lead = f"{service}: " if service and not line.startswith(f"{service}: ") else ""
+        _fail(1, f"{type(exc).__name__}: {lead}{line}")
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -29,7 +29,7 @@ import errno
 import msgspec
 
 from handlers.errors import ExportError, PermanentError, RetryableError
-from worker.ports import TransientError
+from worker.ports import TransientError, service_of
 from worker.retry_policy import RetryPolicy
 
 # A description is one line an operator reads in `dlq list`: kept short.
@@ -79,16 +79,19 @@ def settle(failure: BaseException | None, delivery_count: int, policy: RetryPoli
 
 
 def where_raised(exc: BaseException) -> str:
-    """The exception's type and the file and line that raised it, then the types of what it
-    was raised from (`from ServiceBusServerBusyError`, `from CosmosHttpResponseError 429`);
-    never a message."""
+    """The exception's type, the service it came from when an adapter noted one (`(Blob
+    Storage)`), and the file and line that raised it, then the types of what it was raised
+    from (`from ServiceBusServerBusyError`, `from CosmosHttpResponseError 429`); never a
+    message."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     where = f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else ""
+    service = service_of(exc)
     causes: list[str] = []
     cause = exc.__cause__
     while cause is not None and len(causes) < MAX_CAUSES:
+        service = service or service_of(cause)
         status = getattr(cause, "status_code", None)
         shown = f" {status}" if isinstance(status, int) and not isinstance(status, bool) else ""
         code = cause.errno if isinstance(cause, OSError) else None
@@ -96,7 +99,8 @@ def where_raised(exc: BaseException) -> str:
             shown = f" {errno.errorcode[code]}"  # ENOSPC: a name, never a path
         causes.append(f" from {type(cause).__name__}{shown}")
         cause = cause.__cause__
-    return f"{type(exc).__name__}{where}{''.join(causes)}"
+    named = f" ({service})" if service else ""
+    return f"{type(exc).__name__}{named}{where}{''.join(causes)}"
 
 
 def _dead_letter(reason: str, description: str) -> DeadLetter:

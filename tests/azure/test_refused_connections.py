@@ -72,9 +72,9 @@ def test_blob_storage_refusing_the_connection_says_so_when_our_deadline_ends_the
 
     error = asyncio.run(main())
     assert str(error) == "Blob Storage: no answer within 1 s (its last try: connection refused)"
-    # a dead letter's description (types and errno only) ends with the refusal too
+    # a dead letter's description (types, errno, the service) ends with the refusal too
     assert re.fullmatch(
-        r"DeadlineExceeded at timeouts\.py:\d+ from ServiceRequestError"
+        r"DeadlineExceeded \(Blob Storage\) at timeouts\.py:\d+ from ServiceRequestError"
         r" from ClientConnectorError ECONNREFUSED from ConnectionRefusedError ECONNREFUSED",
         where_raised(error),
     ), where_raised(error)

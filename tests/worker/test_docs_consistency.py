@@ -1,9 +1,9 @@
 """Checks that keep the docs true to the code and to themselves.
 
 The docs quote dead-letter descriptions and log `error` fields as the worker writes them:
-`TransientError at timeouts.py:181 from ...`. The file and line in such a quote must be a
-line of ours that raises, so an operator who follows it lands on the raise, not on whatever
-code moved there since. Every page under docs/ is reachable from its index, and
+`TransientError (Cosmos DB) at timeouts.py:264 from ...`. The file and line in such a quote
+must be a line of ours that raises, so an operator who follows it lands on the raise, not on
+whatever code moved there since. Every page under docs/ is reachable from its index, and
 configuration.md lists every setting with the default the code gives it."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from worker.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 QUOTED = re.compile(
-    r"\b[A-Z][A-Za-z]*(?:Error|Exceeded|Lost|Found|Conflict)\s+at\s+([a-z_]+\.py):(\d+)"
+    r"\b[A-Z][A-Za-z]*(?:Error|Exceeded|Lost|Found|Conflict)\s+(?:\([A-Za-z ]+\)\s+)?"
+    r"at\s+([a-z_]+\.py):(\d+)"
 )
 
 

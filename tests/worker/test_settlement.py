@@ -7,7 +7,7 @@ import errno
 import pytest
 
 from handlers.errors import PermanentError, RetryableError
-from worker.ports import TransientError
+from worker.ports import TransientError, name_service
 from worker.retry_policy import RetryPolicy
 from worker.settlement import (
     MAX_DESCRIPTION,
@@ -142,6 +142,24 @@ def test_a_description_names_each_cause_in_the_order_it_was_raised_from() -> Non
     failure = TransientError("upload failed")
     failure.__cause__ = not_found
     assert where_raised(failure) == ("TransientError from KeyError from ResourceNotFoundError 404")
+
+
+def test_a_description_names_the_service_an_adapter_noted_on_the_error_or_a_cause() -> None:
+    # "DeadlineExceeded at timeouts.py:254 from TimeoutError" said nothing of which of three
+    # services gave no answer; the adapters' guard notes it (`name_service`).
+    deadline = TransientError("Blob Storage: no answer within 30 s SECRET")
+    name_service(deadline, "Blob Storage")
+    deadline.__cause__ = TimeoutError()
+    assert where_raised(deadline) == "TransientError (Blob Storage) from TimeoutError"
+    retried = TransientError("turn failed")
+    retried.__cause__ = deadline  # the service of the first cause that names one
+    assert where_raised(retried) == (
+        "TransientError (Blob Storage) from TransientError from TimeoutError"
+    )
+    fate = settle(raised(deadline), 5, POLICY)
+    assert isinstance(fate, DeadLetter)
+    assert fate.description.startswith("TransientError (Blob Storage) at test_settlement.py:")
+    assert "SECRET" not in fate.description
 
 
 def test_where_raised_without_a_traceback_is_the_type_alone() -> None:

@@ -251,8 +251,8 @@ async def guarded(operation: Awaitable[T], timeout: float, service: str = "") ->
             # description ends with it ("from ServiceRequestError from ... ECONNREFUSED")
             last = f" (its last try: {tries.last})" if tries.last else ""
             text = _of(service, f"no answer within {timeout:g} s{last}")
-            raise DeadlineExceeded(text) from tries.error or exc
-        raise TransientError(_of(service, _describe(exc))) from exc
+            raise _named(DeadlineExceeded(text), service) from tries.error or exc
+        raise _named(TransientError(_of(service, _describe(exc))), service) from exc
     except Exception as exc:
         reason = network_reason(exc)
         if reason is not None:
@@ -261,7 +261,7 @@ async def guarded(operation: Awaitable[T], timeout: float, service: str = "") ->
         if mapped is exc:
             name_service(exc, service)
             raise
-        raise type(mapped)(_of(service, str(mapped))) from exc
+        raise _named(type(mapped)(_of(service, str(mapped))), service) from exc
 
 
 async def guarded_iter(
@@ -274,6 +274,13 @@ async def guarded_iter(
         except StopAsyncIteration:
             return
         yield item
+
+
+def _named(error: BaseException, service: str) -> BaseException:
+    """`error`, noted with the service it came from (`name_service`), which a dead letter's
+    description names (`settlement.where_raised`): its text is never read there."""
+    name_service(error, service)
+    return error
 
 
 def _of(service: str, text: str) -> str:
