@@ -404,8 +404,19 @@ def test_a_connection_failures_reason_is_read_through_a_chain_that_loops() -> No
     first, second = core.ServiceRequestError("a"), ConnectionRefusedError(111, "refused")
     first.inner_exception = None
     first.__cause__ = second
-    second.__context__ = first  # a loop: read once each, not forever
+    second.__context__ = first  # a loop: read to the bound, not forever
     assert network_reason(first) == "connection refused"
+
+
+def test_a_connection_failures_reason_is_read_at_most_eight_errors_deep() -> None:
+    def wrapped(depth: int) -> BaseException:
+        error: BaseException = ConnectionRefusedError(111, "refused")
+        for _ in range(depth - 1):
+            error = core.ServiceRequestError("wrapper", error=error)
+        return error
+
+    assert network_reason(wrapped(8)) == "connection refused"
+    assert network_reason(wrapped(9)) is None
 
 
 def test_a_wrapped_connection_failure_says_how_after_its_type_a_builtin_says_it_once() -> None:
@@ -423,6 +434,11 @@ def test_a_wrapped_connection_failure_says_how_after_its_type_a_builtin_says_it_
     with pytest.raises(TransientError) as builtin:
         run(guarded(fails(ConnectionRefusedError(111, "x")), 1.0, "Cosmos DB"))
     assert str(builtin.value) == "Cosmos DB: ConnectionRefusedError"
+    raw = _connector_error(ConnectionRefusedError(111, "x")).inner_exception  # aiohttp's own
+    assert str(port_error(raw)) == "ClientConnectorError (connection refused)"
+    answered = http_error(503)  # a status: the server answered, whatever came before
+    answered.__cause__ = ConnectionResetError(104, "reset")
+    assert str(port_error(answered)) == "HttpResponseError 503"
 
 
 def test_our_deadline_says_how_the_sdks_last_failed_try_ended() -> None:

@@ -132,10 +132,8 @@ def network_reason(exc: BaseException | None) -> str | None:
     """How a connection failed ("connection refused", "host name not resolved", "TLS
     failed", ...), read from the error and what it wraps; None when it says nothing of it."""
     chain: list[BaseException] = []
-    seen: set[int] = set()
     link = exc
-    while link is not None and id(link) not in seen and len(chain) < _CHAIN_LIMIT:
-        seen.add(id(link))
+    while link is not None and len(chain) < _CHAIN_LIMIT:  # the bound ends a chain that loops
         chain.append(link)
         inner = getattr(link, "inner_exception", None)  # azure-core keeps the wrapped error
         link = inner if isinstance(inner, BaseException) else link.__cause__ or link.__context__
