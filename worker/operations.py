@@ -92,15 +92,17 @@ class Operations:
 
     @contextlib.contextmanager
     def waiting(self, bound: float) -> Iterator[None]:
-        """An idle wait for the queue; how it ends says whether the queue answers."""
-        with self.liveness.idle_wait(bound):
+        """An idle wait for the queue; how it ends says whether the queue answers (and, when
+        it does not, how the adapter's last try failed if it noted it)."""
+        with self.liveness.idle_wait(bound), watching_tries() as tries:
             try:
                 yield
             except LockLost:  # an answer: the lock is someone else's
                 self.queue_error = None
                 raise
             except Exception as exc:
-                self.queue_error = type(exc).__name__
+                last = f" (its last try: {tries.last})" if tries.last else ""
+                self.queue_error = type(exc).__name__ + last
                 raise
             self.queue_error = None
 

@@ -135,3 +135,34 @@ def test_the_blob_clients_retry_policy_is_the_sdks_default_one_that_notes_its_tr
     )
     assert [getattr(policy, f) for f in fields] == [getattr(sdk_default, f) for f in fields]
     asyncio.run(blobs.close())
+
+
+def test_service_bus_refusing_the_connection_says_so_and_readiness_names_it(
+    refusing_port: int, tmp_path: Path
+) -> None:
+    from worker.azure.servicebus import AzureQueue
+
+    settings = Settings(
+        env_file=None,
+        home=tmp_path / "home",
+        backend="azure",
+        servicebus_connection_string=(
+            f"Endpoint=sb://127.0.0.1:{refusing_port}/;SharedAccessKeyName=k;"
+            "SharedAccessKey=a2V5;UseDevelopmentEmulator=true"
+        ),
+        sdk_timeout_seconds=5.0,
+    )
+
+    async def main() -> tuple[str, str | None]:
+        queue, operations = AzureQueue(settings), Operations()
+        try:
+            with pytest.raises(TransientError) as caught, operations.waiting(0.0):
+                await queue.accept_session(0.0)
+        finally:
+            await queue.close()
+        return str(caught.value), operations.queue_error
+
+    assert asyncio.run(main()) == (
+        "Service Bus: ServiceBusConnectionError (connection refused)",
+        "TransientError (its last try: connection refused)",
+    )

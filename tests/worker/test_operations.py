@@ -416,6 +416,18 @@ def test_the_queue_is_unreachable_while_the_receive_loops_last_wait_failed(tmp_p
     assert check_with(tmp_path, lambda b: b, LockLost("taken")) is None
 
 
+def test_the_queues_failure_says_how_the_adapters_last_try_failed() -> None:
+    # A namespace refusing connections read "queue: TransientError", as a slow one does.
+    operations = Operations()
+    with pytest.raises(TransientError), operations.waiting(1.0):
+        note_failed_try("connection refused")
+        raise TransientError("Service Bus: ServiceBusConnectionError (connection refused)")
+    assert operations.queue_error == "TransientError (its last try: connection refused)"
+    with pytest.raises(TransientError), operations.waiting(1.0):
+        raise TransientError("the next wait noted no try")
+    assert operations.queue_error == "TransientError"
+
+
 @pytest.mark.parametrize("answer", [None, LockLost("the session is someone else's")])
 def test_a_wait_that_answers_clears_the_queues_failure(answer: LockLost | None) -> None:
     # A message, nothing, or LockLost (the lock is someone else's): each is an answer.
