@@ -197,7 +197,7 @@ _POSSESSION_BEFORE: Final = re.compile(
 )
 # "the data is in json", "I have it in csv": where the data is now, not what to make (the
 # target's "in" read as a place). Not after "make sure", "ensure", "check that": those ask
-# (`_asks_held_in` reads the words ahead of the subject, `lead`).
+# (`_is_held_in` reads the words ahead of the subject, `lead`).
 _HELD_IN_BEFORE: Final = re.compile(
     r"(?:(?<![\w'])(?P<lead>(?:[a-z']+\s+){1,5}))?"
     r"(?:\b[a-z]+(?:\s+(?:is|are|was|were)|'s|'re)"

@@ -29,7 +29,7 @@ error) is left as it is: it is not worth retrying and the runtime treats it as a
 
 A failure to connect says how, in words that carry no address or secret ("ServiceRequestError
 (connection refused)"). Blob Storage retries a refused connection for longer than our
-deadline, so its retry policy notes how each failed try ended (`note_failed_try`) and a
+deadline, so its retry policy notes how each failed try ended (`note_sdk_try`) and a
 deadline that ends such a call says so: "no answer within 30 s (its last try: connection
 refused)", not a bare timeout an operator would read as a slow service
 (`worker.ports.watching_tries`).
