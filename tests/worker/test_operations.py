@@ -305,9 +305,13 @@ class Failing:
 
 
 def check_with(
-    tmp_path: Path, change: Callable[[Backend], Backend], queue_error: Any = None
+    tmp_path: Path,
+    change: Callable[[Backend], Backend],
+    queue_error: Any = None,
+    read_timeout: float = READ_TIMEOUT_SECONDS,
 ) -> Any:
-    """Run the reachability check on a local backend changed by `change`; its error or None."""
+    """Run the reachability check on a local backend changed by `change`; its error or None.
+    The check is given twice its reads' bound: a read that outlasts it fails the test."""
 
     async def main() -> Any:
         backend = open_local_backend(tmp_path / "home", lock_duration=60)
@@ -317,7 +321,10 @@ def check_with(
                 raise queue_error
         try:
             settings = Settings(env_file=None)
-            await reachability_check(change(backend), settings, operations)()
+            check = reachability_check(
+                change(backend), settings, operations, read_timeout=read_timeout
+            )
+            await asyncio.wait_for(check(), 2 * read_timeout)
         except Unreachable as exc:
             return exc.dependency, exc.error
         finally:
@@ -384,22 +391,8 @@ def test_a_dependency_slower_than_its_read_bound_is_named_not_the_whole_check(
         async def list_turns(self, conversation_id: str) -> Any:
             await asyncio.sleep(5)
 
-    async def main() -> Any:
-        backend = open_local_backend(tmp_path / "home", lock_duration=60)
-        try:
-            check = reachability_check(
-                replace(backend, ledger=Slow(backend.ledger)),
-                Settings(env_file=None),
-                Operations(),
-                read_timeout=0.1,
-            )
-            await asyncio.wait_for(check(), 1.0)
-        except Unreachable as exc:
-            return exc.dependency, exc.error
-        finally:
-            await backend.close()
-
-    assert asyncio.run(main()) == ("ledger", "TimeoutError")
+    slow = replaced(ledger=lambda b: Slow(b.ledger))
+    assert check_with(tmp_path, slow, read_timeout=0.1) == ("ledger", "TimeoutError")
 
 
 def test_a_missing_conversation_is_the_normal_answer_of_a_reachable_store(tmp_path: Path) -> None:
@@ -523,22 +516,11 @@ def test_a_dependency_read_that_failed_says_how_its_adapters_last_try_failed(
             await asyncio.sleep(self._backoff)
             return False
 
-    async def main() -> Any:
-        backend = open_local_backend(tmp_path / "home", lock_duration=60)
-        try:
-            check = reachability_check(
-                replace(backend, blobs=Retrying(backend.blobs)),
-                Settings(env_file=None),
-                Operations(),
-                read_timeout=0.1,
-            )
-            await check()
-        except Unreachable as exc:
-            return exc.dependency, exc.error
-        finally:
-            await backend.close()
-
-    assert asyncio.run(main()) == ("blobs", "TimeoutError (its last try: connection refused)")
+    retrying = replaced(blobs=lambda b: Retrying(b.blobs))
+    assert check_with(tmp_path, retrying, read_timeout=0.1) == (
+        "blobs",
+        "TimeoutError (its last try: connection refused)",
+    )
     change = replaced(
         store=lambda b: Failing(b.store, TransientError("x"), "get_conversation"),
         blobs=lambda b: Retrying(b.blobs, backoff=0),
