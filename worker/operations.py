@@ -101,8 +101,7 @@ class Operations:
                 self.queue_error = None
                 raise
             except Exception as exc:
-                last = f" (its last try: {tries.last})" if tries.last else ""
-                self.queue_error = type(exc).__name__ + last
+                self.queue_error = tries.after(type(exc).__name__)
                 raise
             self.queue_error = None
 
@@ -261,8 +260,7 @@ def reachability_check(
             try:
                 await asyncio.wait_for(reads[name](), read_timeout)
             except Exception as exc:
-                last = f" (its last try: {tries.last})" if tries.last else ""
-                return type(exc).__name__ + last
+                return tries.after(type(exc).__name__)
         return None
 
     async def check() -> None:

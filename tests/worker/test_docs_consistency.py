@@ -1,7 +1,7 @@
 """Checks that keep the docs true to the code and to themselves.
 
 The docs quote dead-letter descriptions and log `error` fields as the worker writes them:
-`TransientError (Cosmos DB) at timeouts.py:262 from ...`. The file and line in such a quote
+`TransientError (Cosmos DB) at timeouts.py:261 from ...`. The file and line in such a quote
 must be a line of ours that raises, so an operator who follows it lands on the raise, not on
 whatever code moved there since. Every page under docs/ is reachable from its index, and
 configuration.md lists every setting with the default the code gives it."""

@@ -247,8 +247,7 @@ async def guarded(operation: Awaitable[T], timeout: float, service: str = "") ->
         if deadline.expired():
             # raised from the last try's error when it raised one, so a dead letter's
             # description ends with it ("from ServiceRequestError from ... ECONNREFUSED")
-            last = f" (its last try: {tries.last})" if tries.last else ""
-            text = _of(service, f"no answer within {timeout:g} s{last}")
+            text = _of(service, tries.after(f"no answer within {timeout:g} s"))
             raise _named(DeadlineExceeded(text), service) from tries.error or exc
         raise _named(TransientError(_of(service, _describe(exc))), service) from exc
     except Exception as exc:

@@ -68,6 +68,11 @@ class FailedTries:
         self.last: str | None = None
         self.error: BaseException | None = None
 
+    def after(self, text: str) -> str:
+        """`text`, then how the last failed try ended when one did: "TimeoutError (its last
+        try: connection refused)"."""
+        return f"{text} (its last try: {self.last})" if self.last else text
+
 
 # The watches open in this task (and the tasks it starts), outermost first.
 _WATCHING: ContextVar[tuple[FailedTries, ...]] = ContextVar("failed_tries", default=())
