@@ -1,7 +1,9 @@
 """Contract suites: one per port, each test run against every adapter of that port.
 
 Each fixture (`queue_factory`, `store_factory`, `ledger_factory`, `blobs_factory`,
-`publisher_factory`) is parametrised with ids `local` and `azure` and yields a factory:
+`publisher_factory`) is parametrised with ids `local` and `azure` and yields a factory
+(`blobs_factory` also with `local-sidecars`: the local blobs keeping every blob's info in a
+sidecar file, as on a filesystem without extended attributes):
 
     factory.name: str                      # "local" | "azure"
     factory.open()                         # async context manager -> a fresh, isolated adapter
@@ -57,6 +59,8 @@ def _azure_module() -> ModuleType | str:
 def _factory(port: str, adapter: str, tmp_path: Path) -> Any:
     if adapter == "local":
         return getattr(local_factories, f"{port}_factory")(tmp_path)
+    if adapter == "local-sidecars":
+        return local_factories.sidecar_blobs_factory(tmp_path)
     module = _azure_module()
     if isinstance(module, str):
         pytest.skip(module)
@@ -90,7 +94,7 @@ def ledger_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     return _factory("ledger", request.param, tmp_path)
 
 
-@pytest.fixture(params=ADAPTERS)
+@pytest.fixture(params=["local", "local-sidecars", "azure"])
 def blobs_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     """Opens fresh blob stores of each adapter."""
     return _factory("blobs", request.param, tmp_path)

@@ -98,10 +98,12 @@ class LocalLedgerFactory(_Factory):
 class LocalBlobsFactory(_Factory):
     """LocalBlobs on a fresh folder."""
 
+    xattrs = True  # each blob's info on its file where the filesystem allows
+
     @asynccontextmanager
     async def open(self) -> AsyncIterator[LocalBlobs]:
         """Fresh, empty blob storage."""
-        blobs = LocalBlobs(self._fresh("blobs"))
+        blobs = LocalBlobs(self._fresh("blobs"), xattrs=self.xattrs)
         try:
             yield blobs
         finally:
@@ -144,6 +146,18 @@ def ledger_factory(tmp_path: Path) -> LocalLedgerFactory:
 def blobs_factory(tmp_path: Path) -> LocalBlobsFactory:
     """The local blobs factory."""
     return LocalBlobsFactory(tmp_path)
+
+
+class SidecarBlobsFactory(LocalBlobsFactory):
+    """LocalBlobs keeping every blob's info in a sidecar file."""
+
+    name = "local-sidecars"
+    xattrs = False
+
+
+def sidecar_blobs_factory(tmp_path: Path) -> SidecarBlobsFactory:
+    """The local blobs factory, info in sidecars."""
+    return SidecarBlobsFactory(tmp_path)
 
 
 def publisher_factory(tmp_path: Path) -> LocalPublisherFactory:

@@ -207,11 +207,25 @@ def test_local_blobs_reject_paths_that_could_leave_the_root(tmp_path: Path, path
     assert [p.name for p in (tmp_path / "blobs" / ".staging").iterdir()] == []
 
 
-def test_local_blobs_map_paths_under_the_root(tmp_path: Path) -> None:
-    from worker.local.blobs import LocalBlobs
+def _keeps_xattrs(folder: Path) -> bool:
+    """Whether the filesystem under `folder` keeps user extended attributes."""
+    probe = folder / "xattr-probe"
+    probe.write_bytes(b"")
+    try:
+        os.setxattr(probe, "user.probe", b"1")
+    except (AttributeError, OSError):
+        return False
+    finally:
+        probe.unlink()
+    return True
+
+
+@pytest.mark.parametrize("xattrs", [True, False], ids=["info-on-file", "info-in-sidecars"])
+def test_local_blobs_map_paths_under_the_root(tmp_path: Path, xattrs: bool) -> None:
+    from worker.local.blobs import INFO_XATTR, LocalBlobs
 
     async def main() -> None:
-        blobs = LocalBlobs(tmp_path)
+        blobs = LocalBlobs(tmp_path, xattrs=xattrs)
         await blobs.put("artifacts/c1/t1/call.json", b"{}")
         upload = await blobs.upload("exports/c1/t1/exp_1.csv", INFO)
         await upload.write(b"a,b\r\n")
@@ -220,14 +234,133 @@ def test_local_blobs_map_paths_under_the_root(tmp_path: Path) -> None:
         await dropped.abort()
 
     asyncio.run(main())
+    export = tmp_path / "exports/c1/t1/exp_1.csv"
     assert (tmp_path / "artifacts/c1/t1/call.json").read_bytes() == b"{}"
-    assert (tmp_path / "exports/c1/t1/exp_1.csv").read_bytes() == b"a,b\r\n"
-    # The info sidecars: one flat folder, each named by its blob path's sha256.
+    assert export.read_bytes() == b"a,b\r\n"
+    assert not (tmp_path / "exports/c1/t1/exp_2.csv").exists()
     sidecars = {p.name: json.loads(p.read_text()) for p in (tmp_path / ".meta").iterdir()}
-    digest = hashlib.sha256(b"exports/c1/t1/exp_1.csv").hexdigest()
-    assert sidecars[f"{digest}.json"]["path"] == "exports/c1/t1/exp_1.csv"
-    assert len(sidecars) == 2  # the artifact's and the export's; none for the aborted one
+    if xattrs and _keeps_xattrs(tmp_path):
+        # The info rides on the file: no second file a write.
+        assert json.loads(os.getxattr(export, INFO_XATTR))["path"] == "exports/c1/t1/exp_1.csv"
+        assert json.loads(os.getxattr(export, INFO_XATTR))["file_name"] == INFO.file_name
+        assert sidecars == {}
+    else:
+        # The info sidecars: one flat folder, each named by its blob path's sha256.
+        digest = hashlib.sha256(b"exports/c1/t1/exp_1.csv").hexdigest()
+        assert sidecars[f"{digest}.json"]["path"] == "exports/c1/t1/exp_1.csv"
+        assert len(sidecars) == 2  # the artifact's and the export's; none for the aborted one
     assert list((tmp_path / ".staging").iterdir()) == []  # nothing staged is left behind
+
+
+def _refusing_setxattr(
+    monkeypatch: pytest.MonkeyPatch, code: int, paths: set[str] | None = None
+) -> list[str]:
+    """Make os.setxattr refuse with `code` (every blob's info, or that of the blobs named in
+    `paths`); returns the blob paths it was called for, in order."""
+    calls: list[str] = []
+    real = os.setxattr
+
+    def setxattr(target: Any, name: str, value: bytes, *args: Any) -> None:
+        path = json.loads(value)["path"]
+        calls.append(path)
+        if paths is None or path in paths:
+            raise OSError(code, os.strerror(code))
+        real(target, name, value, *args)
+
+    monkeypatch.setattr(os, "setxattr", setxattr)
+    return calls
+
+
+def test_local_blobs_on_a_filesystem_without_xattrs_keep_info_in_sidecars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOTSUP: the filesystem keeps no attributes. The info goes to a sidecar, and the
+    attribute is not tried again for the next blob."""
+    import errno
+
+    from worker.local.blobs import LocalBlobs
+
+    calls = _refusing_setxattr(monkeypatch, errno.EOPNOTSUPP)
+
+    async def main() -> None:
+        blobs = LocalBlobs(tmp_path)
+        for n in (1, 2):
+            upload = await blobs.upload(f"exports/c1/t1/exp_{n}.csv", INFO)
+            await upload.write(b"a\r\n")
+            await upload.commit()
+        await blobs.put("artifacts/c1/t1/call.json", b"{}")
+        assert await blobs.info("exports/c1/t1/exp_2.csv") == INFO
+        assert (await blobs.info("artifacts/c1/t1/call.json")).content_type == "application/json"
+
+    asyncio.run(main())
+    assert calls == ["exports/c1/t1/exp_1.csv"]
+    assert len(list((tmp_path / ".meta").iterdir())) == 3
+
+
+def test_local_blob_info_too_large_for_an_attribute_goes_to_a_sidecar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC or E2BIG is one document's: that blob's info goes to a sidecar, the next
+    blob's to its file again."""
+    import errno
+
+    from worker.local.blobs import LocalBlobs
+
+    if not _keeps_xattrs(tmp_path):
+        pytest.skip("this filesystem keeps no extended attributes")
+    large = BlobInfo("text/csv", "x.csv", {"note": "n" * 70_000})
+    calls = _refusing_setxattr(monkeypatch, errno.E2BIG, {"exports/c1/t1/large.csv"})
+
+    async def main() -> None:
+        blobs = LocalBlobs(tmp_path)
+        for name, info in (("large", large), ("small", INFO)):
+            upload = await blobs.upload(f"exports/c1/t1/{name}.csv", info)
+            await upload.write(b"a\r\n")
+            await upload.commit()
+        assert await blobs.info("exports/c1/t1/large.csv") == large
+        assert await blobs.info("exports/c1/t1/small.csv") == INFO
+
+    asyncio.run(main())
+    assert calls == ["exports/c1/t1/large.csv", "exports/c1/t1/small.csv"]
+    digest = hashlib.sha256(b"exports/c1/t1/large.csv").hexdigest()
+    assert [p.name for p in (tmp_path / ".meta").iterdir()] == [f"{digest}.json"]
+
+
+def test_local_blob_rewritten_with_its_info_on_the_file_drops_older_sidecars(
+    tmp_path: Path,
+) -> None:
+    """A path written before with a sidecar (or by a worker of the nested sidecar folders),
+    then again with the info on the file: the sidecars are dropped, so a copy of the file
+    that leaves its attributes behind never reads as the older write's info."""
+    import shutil
+
+    from worker.local.blobs import LocalBlobs
+
+    if not _keeps_xattrs(tmp_path):
+        pytest.skip("this filesystem keeps no extended attributes")
+    path = "exports/c1/t1/exp_1.csv"
+    older = BlobInfo("text/plain", "old.txt", {"k": "old"})
+
+    async def write(blobs: LocalBlobs, info: BlobInfo, data: bytes) -> None:
+        upload = await blobs.upload(path, info)
+        await upload.write(data)
+        await upload.commit()
+
+    asyncio.run(write(LocalBlobs(tmp_path, xattrs=False), older, b"old\r\n"))
+    nested = tmp_path / ".meta/exports/c1/t1/exp_1.csv.json"
+    nested.parent.mkdir(parents=True)
+    nested.write_text(json.dumps({"content_type": "x/y", "file_name": "z", "metadata": {}}))
+    assert len(list((tmp_path / ".meta").glob("*.json"))) == 1
+
+    blobs = LocalBlobs(tmp_path)
+    asyncio.run(write(blobs, INFO, b"new\r\n"))
+    assert asyncio.run(blobs.info(path)) == INFO
+    assert list((tmp_path / ".meta").glob("*.json")) == []
+    assert not nested.exists()
+
+    shutil.copyfile(tmp_path / path, tmp_path / "exports/c1/t1/copy.csv")  # no attributes
+    copied = asyncio.run(blobs.info("exports/c1/t1/copy.csv"))
+    assert copied == BlobInfo("application/octet-stream", "copy.csv", {})
 
 
 def test_local_blob_info_of_a_home_written_before_the_flat_sidecar_folder(tmp_path: Path) -> None:

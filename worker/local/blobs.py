@@ -2,18 +2,29 @@
 
 Writes are staged in `root/.staging/` and moved into place with `os.replace`, so a reader
 sees the old bytes or the new, never a part. The info of a blob (content type, download
-file name, metadata, and its path for whoever looks) is a JSON sidecar in the one folder
-`root/.meta/`, named by the sha256 of the blob's path, written (atomically) before the
-content moves in, so it is there as soon as the content is. One flat folder, because a
-folder is the dearest thing a write can create: mirroring the blob's folders there cost two
-more per export (benchmarks/PROFILE.md). A home written before keeps its sidecars at
-`root/.meta/<path>.json`, where they are still read. A blob without a sidecar (a file
-dropped in by hand) reads as `application/octet-stream`.
+file name, metadata, and its path for whoever looks) is a JSON document kept with it, as
+Blob Storage keeps a blob's properties on the blob:
+
+- where the filesystem keeps extended attributes (Linux: ext4, XFS, Btrfs, tmpfs since 6.6),
+  on the file itself, as `user.export_worker.info`, set on the staged file before it moves
+  in: the content and its info appear in one rename, and a write makes one file, not two
+  (a second file cost a headline turn ~0.5 ms and ~1 ms of CPU: benchmarks/PROFILE.md);
+- elsewhere (another system, a filesystem without them, a document too large for one), in
+  a sidecar in the one folder `root/.meta/`, named by the sha256 of the blob's path, written
+  (atomically) before the content moves in, so it is there as soon as the content is. One
+  flat folder, because a folder is the dearest thing a write can create. A home written
+  before keeps its sidecars at `root/.meta/<path>.json`, where they are still read.
+
+The attribute is read first; a blob written with one drops the sidecars an earlier write of
+its path left. A blob with neither (a file dropped in by hand, or copied by a tool that
+leaves extended attributes behind) reads as `application/octet-stream`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -45,6 +56,13 @@ STALE_STAGING_SECONDS = 3600.0
 # hand-off per MiB instead of one per serialiser chunk, and none before `commit` for a small
 # export. Nothing is visible before `commit` either way.
 WRITE_BUFFER_BYTES = 1 << 20
+# The extended attribute holding a blob's info (see the module's docstring).
+INFO_XATTR = "user.export_worker.info"
+# What setxattr answers on a filesystem that keeps no user attributes: stop trying there.
+# Any other refusal (E2BIG, ENOSPC, ERANGE: this document is too large) is one blob's.
+_NO_XATTRS = frozenset({errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM})
+# What getxattr answers for a file without the attribute, or a filesystem without any.
+_NO_ATTRIBUTE = frozenset({errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP})
 # Linux: a read flag that refuses to wait for the disk (see _read_cached).
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 
@@ -71,8 +89,12 @@ def blob_parts(path: str) -> list[str]:
 class LocalBlobs:
     """Blob storage in a folder; stale staged writes are swept when it opens."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, xattrs: bool = True) -> None:
+        """`xattrs=False` keeps every blob's info in a sidecar (how a filesystem without
+        extended attributes is served; the contract tests run both ways)."""
         self._root = Path(root)
+        # Whether to try the attribute: off where the system or the filesystem has none.
+        self._xattrs = xattrs and hasattr(os, "setxattr")
         self._staging = self._root / STAGING_DIR
         self._staging.mkdir(parents=True, exist_ok=True)
         (self._root / META_DIR).mkdir(exist_ok=True)
@@ -131,9 +153,10 @@ class LocalBlobs:
             try:
                 try:
                     _write_all(fd, data)
+                    on_file = self._info_on_file(fd, path, info)
                 finally:
                     os.close(fd)
-                self._install(temp, path, info)
+                self._install(temp, path, info, on_file)
             except BaseException:
                 temp.unlink(missing_ok=True)
                 raise
@@ -147,6 +170,13 @@ class LocalBlobs:
         def load() -> BlobInfo:
             if not target.is_file():
                 raise NotFound(f"blob {path!r} not found")
+            try:
+                on_file = _info_attribute(target)
+            except FileNotFoundError as exc:  # removed since it was looked at
+                raise NotFound(f"blob {path!r} not found") from exc
+            if on_file is not None:
+                raw = json.loads(on_file)
+                return BlobInfo(raw["content_type"], raw["file_name"], dict(raw["metadata"]))
             for place in (sidecar, self._sidecar_before(path)):
                 try:
                     raw = json.loads(place.read_text(encoding="utf-8"))
@@ -181,27 +211,40 @@ class LocalBlobs:
         fd, name = tempfile.mkstemp(dir=self._staging, prefix=_writer_prefix(), suffix=".part")
         return fd, Path(name)
 
-    def _install(self, temp: Path, path: str, info: BlobInfo) -> None:
-        """Sidecar first, then the content, each moved into place whole."""
-        sidecar_doc = {
-            "path": path,
-            "content_type": info.content_type,
-            "file_name": info.file_name,
-            "metadata": dict(info.metadata),
-        }
-        fd, sidecar_temp = self._stage()
+    def _info_on_file(self, fd: int, path: str, info: BlobInfo) -> bool:
+        """Set the blob's info on its staged file; False when it must go to a sidecar."""
+        if not self._xattrs:
+            return False
         try:
+            os.setxattr(fd, INFO_XATTR, _info_document(path, info))
+        except OSError as exc:
+            if exc.errno in _NO_XATTRS:
+                self._xattrs = False
+            return False
+        return True
+
+    def _install(self, temp: Path, path: str, info: BlobInfo, on_file: bool) -> None:
+        """Move the staged file into place: its info already on it (`on_file`), or in a
+        sidecar moved into place first. A path written before may have left sidecars: with
+        the info on the file they are stale, and are dropped once the content is in."""
+        if not on_file:
+            fd, sidecar_temp = self._stage()
             try:
-                _write_all(fd, json.dumps(sidecar_doc).encode("utf-8"))
-            finally:
-                os.close(fd)
-            os.replace(sidecar_temp, self._sidecar(path))
-        except BaseException:
-            sidecar_temp.unlink(missing_ok=True)
-            raise
+                try:
+                    _write_all(fd, _info_document(path, info))
+                finally:
+                    os.close(fd)
+                os.replace(sidecar_temp, self._sidecar(path))
+            except BaseException:
+                sidecar_temp.unlink(missing_ok=True)
+                raise
         target = self._content(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(temp, target)
+        if on_file:
+            for stale in (self._sidecar(path), self._sidecar_before(path)):
+                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                    stale.unlink()
 
 
 class LocalBlobUpload:
@@ -263,10 +306,11 @@ class LocalBlobUpload:
             try:
                 try:
                     _write_all(self._fd, rest)
+                    on_file = self._blobs._info_on_file(self._fd, self._path, self._info)
                     os.fsync(self._fd)
                 finally:
                     os.close(self._fd)
-                self._blobs._install(self._temp, self._path, self._info)
+                self._blobs._install(self._temp, self._path, self._info, on_file)
             except BaseException:
                 self._temp.unlink(missing_ok=True)  # moved into place, it is gone from here
                 raise
@@ -315,6 +359,29 @@ def _drop_staged(staging: asyncio.Future[tuple[int, Path]]) -> None:
     fd, temp = staging.result()
     os.close(fd)
     temp.unlink(missing_ok=True)
+
+
+def _info_document(path: str, info: BlobInfo) -> bytes:
+    """A blob's info as it is kept, on the file or in a sidecar."""
+    doc = {
+        "path": path,
+        "content_type": info.content_type,
+        "file_name": info.file_name,
+        "metadata": dict(info.metadata),
+    }
+    return json.dumps(doc).encode("utf-8")
+
+
+def _info_attribute(target: Path) -> bytes | None:
+    """The info attribute of a blob's file; None when it has none (or cannot have one)."""
+    if not hasattr(os, "getxattr"):
+        return None
+    try:
+        return os.getxattr(target, INFO_XATTR)
+    except OSError as exc:
+        if exc.errno in _NO_ATTRIBUTE:
+            return None
+        raise
 
 
 def _write_all(fd: int, data: bytes) -> None:
