@@ -363,6 +363,71 @@ def test_local_blob_rewritten_with_its_info_on_the_file_drops_older_sidecars(
     assert copied == BlobInfo("application/octet-stream", "copy.csv", {})
 
 
+@pytest.mark.parametrize("xattrs", [True, False], ids=["info-on-file", "info-in-sidecars"])
+def test_local_blob_info_round_trips_whatever_its_text(tmp_path: Path, xattrs: bool) -> None:
+    """Any info comes back as written, either way it is kept: non-ASCII text, lone
+    surrogates, control characters, and documents past what one attribute holds (64 KiB
+    on every Linux filesystem, one block on ext4), which go to a sidecar on this disk."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from worker.local.blobs import LocalBlobs
+
+    texts = st.text(max_size=40) | st.text(max_size=6_000, alphabet="ab\u00e9\ud800")
+    infos = st.builds(
+        BlobInfo,
+        content_type=st.text(max_size=40),
+        file_name=st.text(min_size=1, max_size=40),
+        metadata=st.dictionaries(st.text(max_size=20), texts, max_size=4),
+    )
+    blobs = LocalBlobs(tmp_path, xattrs=xattrs)
+    counter = iter(range(1_000_000))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(info=infos, first=infos)
+    def round_trip(info: BlobInfo, first: BlobInfo) -> None:
+        path = f"exports/c1/t1/exp_{next(counter)}.csv"
+
+        async def main() -> None:
+            for written in (first, info):  # a path written again keeps only the last info
+                upload = await blobs.upload(path, written)
+                await upload.write(b"a\r\n")
+                await upload.commit()
+            assert await blobs.info(path) == info
+
+        asyncio.run(main())
+
+    round_trip()
+    assert list((tmp_path / ".staging").iterdir()) == []
+
+
+def test_local_blob_info_larger_than_an_attribute_holds_is_kept_in_a_sidecar(
+    tmp_path: Path,
+) -> None:
+    """No mock: the filesystem itself refuses a 70 KB attribute (past XATTR_SIZE_MAX), the
+    info goes to a sidecar, and the next blob's small info goes to its file again."""
+    from worker.local.blobs import INFO_XATTR, LocalBlobs
+
+    if not _keeps_xattrs(tmp_path):
+        pytest.skip("this filesystem keeps no extended attributes")
+    large = BlobInfo("text/csv", "x.csv", {"note": "n" * 70_000})
+
+    async def main() -> None:
+        blobs = LocalBlobs(tmp_path)
+        for name, info in (("large", large), ("small", INFO)):
+            upload = await blobs.upload(f"exports/c1/t1/{name}.csv", info)
+            await upload.write(b"a\r\n")
+            await upload.commit()
+        assert await blobs.info("exports/c1/t1/large.csv") == large
+        assert await blobs.info("exports/c1/t1/small.csv") == INFO
+
+    asyncio.run(main())
+    digest = hashlib.sha256(b"exports/c1/t1/large.csv").hexdigest()
+    assert [p.name for p in (tmp_path / ".meta").iterdir()] == [f"{digest}.json"]
+    small = json.loads(os.getxattr(tmp_path / "exports/c1/t1/small.csv", INFO_XATTR))
+    assert small["file_name"] == INFO.file_name
+
+
 def test_local_blob_info_of_a_home_written_before_the_flat_sidecar_folder(tmp_path: Path) -> None:
     from worker.local.blobs import LocalBlobs
 
