@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from worker.ports import BlobInfo, Blobs, NotFound
 
@@ -363,41 +365,43 @@ def test_local_blob_rewritten_with_its_info_on_the_file_drops_older_sidecars(
     assert copied == BlobInfo("application/octet-stream", "copy.csv", {})
 
 
+_TEXTS = st.text(max_size=40) | st.text(max_size=6_000, alphabet="ab\u00e9\ud800")
+_INFOS = st.builds(
+    BlobInfo,
+    content_type=st.text(max_size=40),
+    file_name=st.text(min_size=1, max_size=40),
+    metadata=st.dictionaries(st.text(max_size=20), _TEXTS, max_size=4),
+)
+
+
 @pytest.mark.parametrize("xattrs", [True, False], ids=["info-on-file", "info-in-sidecars"])
-def test_local_blob_info_round_trips_whatever_its_text(tmp_path: Path, xattrs: bool) -> None:
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(info=_INFOS, first=_INFOS)
+def test_local_blob_info_round_trips_whatever_its_text(
+    tmp_path: Path, xattrs: bool, info: BlobInfo, first: BlobInfo
+) -> None:
     """Any info comes back as written, either way it is kept: non-ASCII text, lone
     surrogates, control characters, and documents past what one attribute holds (64 KiB
-    on every Linux filesystem, one block on ext4), which go to a sidecar on this disk."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-
+    on every Linux filesystem, one block on ext4), which go to a sidecar on this disk. A
+    path written twice keeps only the last info. (`tmp_path` is shared by the examples:
+    each writes a path of its own.)"""
     from worker.local.blobs import LocalBlobs
 
-    texts = st.text(max_size=40) | st.text(max_size=6_000, alphabet="ab\u00e9\ud800")
-    infos = st.builds(
-        BlobInfo,
-        content_type=st.text(max_size=40),
-        file_name=st.text(min_size=1, max_size=40),
-        metadata=st.dictionaries(st.text(max_size=20), texts, max_size=4),
-    )
     blobs = LocalBlobs(tmp_path, xattrs=xattrs)
-    counter = iter(range(1_000_000))
+    path = f"exports/c1/t1/exp_{uuid.uuid4().hex}.csv"
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(info=infos, first=infos)
-    def round_trip(info: BlobInfo, first: BlobInfo) -> None:
-        path = f"exports/c1/t1/exp_{next(counter)}.csv"
+    async def main() -> None:
+        for written in (first, info):
+            upload = await blobs.upload(path, written)
+            await upload.write(b"a\r\n")
+            await upload.commit()
+        assert await blobs.info(path) == info
 
-        async def main() -> None:
-            for written in (first, info):  # a path written again keeps only the last info
-                upload = await blobs.upload(path, written)
-                await upload.write(b"a\r\n")
-                await upload.commit()
-            assert await blobs.info(path) == info
-
-        asyncio.run(main())
-
-    round_trip()
+    asyncio.run(main())
     assert list((tmp_path / ".staging").iterdir()) == []
 
 
