@@ -405,6 +405,43 @@ def test_local_blob_info_round_trips_whatever_its_text(
     assert list((tmp_path / ".staging").iterdir()) == []
 
 
+def test_local_blob_writes_in_a_home_without_sidecars_look_for_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dropping stale sidecars costs two look-ups a write: a home that held none when it
+    was opened, and has had none written since, spares them; once one is written, later
+    writes look again."""
+    from worker.local.blobs import LocalBlobs
+
+    if not _keeps_xattrs(tmp_path):
+        pytest.skip("this filesystem keeps no extended attributes")
+    unlinked: list[str] = []
+    real_unlink = os.unlink
+
+    def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
+        unlinked.append(os.fspath(path))
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    large = BlobInfo("text/csv", "x.csv", {"note": "n" * 70_000})
+
+    async def write(blobs: LocalBlobs, name: str, info: BlobInfo) -> None:
+        upload = await blobs.upload(f"exports/c1/t1/{name}.csv", info)
+        await upload.write(b"a\r\n")
+        await upload.commit()
+
+    async def main() -> None:
+        blobs = LocalBlobs(tmp_path)
+        await write(blobs, "a", INFO)
+        await blobs.put("artifacts/c1/t1/call.json", b"{}")
+        assert [p for p in unlinked if ".meta" in p] == []
+        await write(blobs, "large", large)  # a sidecar: from now on, writes look
+        await write(blobs, "b", INFO)
+        assert sum(".meta" in p for p in unlinked) == 2
+
+    asyncio.run(main())
+
+
 def test_local_blob_info_larger_than_an_attribute_holds_is_kept_in_a_sidecar(
     tmp_path: Path,
 ) -> None:

@@ -16,7 +16,7 @@ Blob Storage keeps a blob's properties on the blob:
   before keeps its sidecars at `root/.meta/<path>.json`, where they are still read.
 
 The attribute is read first; a blob written with one drops the sidecars an earlier write of
-its path left. A blob with neither (a file dropped in by hand, or copied by a tool that
+its path left (a home that holds none skips the look-ups). A blob with neither (a file dropped in by hand, or copied by a tool that
 leaves extended attributes behind) reads as `application/octet-stream`.
 """
 
@@ -97,7 +97,12 @@ class LocalBlobs:
         self._xattrs = xattrs and hasattr(os, "setxattr")
         self._staging = self._root / STAGING_DIR
         self._staging.mkdir(parents=True, exist_ok=True)
-        (self._root / META_DIR).mkdir(exist_ok=True)
+        meta = self._root / META_DIR
+        meta.mkdir(exist_ok=True)
+        # Whether a sidecar may be here for a write to drop (see _install): a home whose
+        # info is all on its files spares each write the two look-ups.
+        with os.scandir(meta) as entries:
+            self._sidecars_here = next(entries, None) is not None
         _sweep_staging(self._staging, time.time() - STALE_STAGING_SECONDS)
 
     async def read(self, path: str, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
@@ -226,8 +231,12 @@ class LocalBlobs:
     def _install(self, temp: Path, path: str, info: BlobInfo, on_file: bool) -> None:
         """Move the staged file into place: its info already on it (`on_file`), or in a
         sidecar moved into place first. A path written before may have left sidecars: with
-        the info on the file they are stale, and are dropped once the content is in."""
+        the info on the file they are stale, and are dropped once the content is in (when
+        the home held any sidecar as it was opened, or this process wrote one since: a
+        redelivered turn writes the same info to the same path, so a sidecar another
+        process writes meanwhile is not stale)."""
         if not on_file:
+            self._sidecars_here = True
             fd, sidecar_temp = self._stage()
             try:
                 try:
@@ -241,7 +250,7 @@ class LocalBlobs:
         target = self._content(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(temp, target)
-        if on_file:
+        if on_file and self._sidecars_here:
             for stale in (self._sidecar(path), self._sidecar_before(path)):
                 with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                     stale.unlink()
