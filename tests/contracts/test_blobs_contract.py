@@ -209,6 +209,13 @@ def test_local_blobs_reject_paths_that_could_leave_the_root(tmp_path: Path, path
     assert [p.name for p in (tmp_path / "blobs" / ".staging").iterdir()] == []
 
 
+async def upload_whole(blobs: Blobs, path: str, info: BlobInfo, data: bytes = b"a\r\n") -> None:
+    """Write `data` to `path` through a staged upload, committed."""
+    upload = await blobs.upload(path, info)
+    await upload.write(data)
+    await upload.commit()
+
+
 def _keeps_xattrs(folder: Path) -> bool:
     """Whether the filesystem under `folder` keeps user extended attributes."""
     probe = folder / "xattr-probe"
@@ -287,9 +294,7 @@ def test_local_blobs_on_a_filesystem_without_xattrs_keep_info_in_sidecars(
     async def main() -> None:
         blobs = LocalBlobs(tmp_path)
         for n in (1, 2):
-            upload = await blobs.upload(f"exports/c1/t1/exp_{n}.csv", INFO)
-            await upload.write(b"a\r\n")
-            await upload.commit()
+            await upload_whole(blobs, f"exports/c1/t1/exp_{n}.csv", INFO)
         await blobs.put("artifacts/c1/t1/call.json", b"{}")
         assert await blobs.info("exports/c1/t1/exp_2.csv") == INFO
         assert (await blobs.info("artifacts/c1/t1/call.json")).content_type == "application/json"
@@ -297,35 +302,6 @@ def test_local_blobs_on_a_filesystem_without_xattrs_keep_info_in_sidecars(
     asyncio.run(main())
     assert calls == ["exports/c1/t1/exp_1.csv"]
     assert len(list((tmp_path / ".meta").iterdir())) == 3
-
-
-def test_local_blob_info_too_large_for_an_attribute_goes_to_a_sidecar(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """ENOSPC or E2BIG is one document's: that blob's info goes to a sidecar, the next
-    blob's to its file again."""
-    import errno
-
-    from worker.local.blobs import LocalBlobs
-
-    if not _keeps_xattrs(tmp_path):
-        pytest.skip("this filesystem keeps no extended attributes")
-    large = BlobInfo("text/csv", "x.csv", {"note": "n" * 70_000})
-    calls = _refusing_setxattr(monkeypatch, errno.E2BIG, {"exports/c1/t1/large.csv"})
-
-    async def main() -> None:
-        blobs = LocalBlobs(tmp_path)
-        for name, info in (("large", large), ("small", INFO)):
-            upload = await blobs.upload(f"exports/c1/t1/{name}.csv", info)
-            await upload.write(b"a\r\n")
-            await upload.commit()
-        assert await blobs.info("exports/c1/t1/large.csv") == large
-        assert await blobs.info("exports/c1/t1/small.csv") == INFO
-
-    asyncio.run(main())
-    assert calls == ["exports/c1/t1/large.csv", "exports/c1/t1/small.csv"]
-    digest = hashlib.sha256(b"exports/c1/t1/large.csv").hexdigest()
-    assert [p.name for p in (tmp_path / ".meta").iterdir()] == [f"{digest}.json"]
 
 
 def test_local_blob_rewritten_with_its_info_on_the_file_drops_older_sidecars(
@@ -343,19 +319,14 @@ def test_local_blob_rewritten_with_its_info_on_the_file_drops_older_sidecars(
     path = "exports/c1/t1/exp_1.csv"
     older = BlobInfo("text/plain", "old.txt", {"k": "old"})
 
-    async def write(blobs: LocalBlobs, info: BlobInfo, data: bytes) -> None:
-        upload = await blobs.upload(path, info)
-        await upload.write(data)
-        await upload.commit()
-
-    asyncio.run(write(LocalBlobs(tmp_path, xattrs=False), older, b"old\r\n"))
+    asyncio.run(upload_whole(LocalBlobs(tmp_path, xattrs=False), path, older, b"old\r\n"))
     nested = tmp_path / ".meta/exports/c1/t1/exp_1.csv.json"
     nested.parent.mkdir(parents=True)
     nested.write_text(json.dumps({"content_type": "x/y", "file_name": "z", "metadata": {}}))
     assert len(list((tmp_path / ".meta").glob("*.json"))) == 1
 
     blobs = LocalBlobs(tmp_path)
-    asyncio.run(write(blobs, INFO, b"new\r\n"))
+    asyncio.run(upload_whole(blobs, path, INFO, b"new\r\n"))
     assert asyncio.run(blobs.info(path)) == INFO
     assert list((tmp_path / ".meta").glob("*.json")) == []
     assert not nested.exists()
@@ -396,9 +367,7 @@ def test_local_blob_info_round_trips_whatever_its_text(
 
     async def main() -> None:
         for written in (first, info):
-            upload = await blobs.upload(path, written)
-            await upload.write(b"a\r\n")
-            await upload.commit()
+            await upload_whole(blobs, path, written)
         assert await blobs.info(path) == info
 
     asyncio.run(main())
@@ -425,18 +394,13 @@ def test_local_blob_writes_in_a_home_without_sidecars_look_for_none(
     monkeypatch.setattr(os, "unlink", unlink)
     large = BlobInfo("text/csv", "x.csv", {"note": "n" * 70_000})
 
-    async def write(blobs: LocalBlobs, name: str, info: BlobInfo) -> None:
-        upload = await blobs.upload(f"exports/c1/t1/{name}.csv", info)
-        await upload.write(b"a\r\n")
-        await upload.commit()
-
     async def main() -> None:
         blobs = LocalBlobs(tmp_path)
-        await write(blobs, "a", INFO)
+        await upload_whole(blobs, "exports/c1/t1/a.csv", INFO)
         await blobs.put("artifacts/c1/t1/call.json", b"{}")
         assert [p for p in unlinked if ".meta" in p] == []
-        await write(blobs, "large", large)  # a sidecar: from now on, writes look
-        await write(blobs, "b", INFO)
+        await upload_whole(blobs, "exports/c1/t1/large.csv", large)  # from now on, they look
+        await upload_whole(blobs, "exports/c1/t1/b.csv", INFO)
         assert sum(".meta" in p for p in unlinked) == 2
 
     asyncio.run(main())
@@ -456,9 +420,7 @@ def test_local_blob_info_larger_than_an_attribute_holds_is_kept_in_a_sidecar(
     async def main() -> None:
         blobs = LocalBlobs(tmp_path)
         for name, info in (("large", large), ("small", INFO)):
-            upload = await blobs.upload(f"exports/c1/t1/{name}.csv", info)
-            await upload.write(b"a\r\n")
-            await upload.commit()
+            await upload_whole(blobs, f"exports/c1/t1/{name}.csv", info)
         assert await blobs.info("exports/c1/t1/large.csv") == large
         assert await blobs.info("exports/c1/t1/small.csv") == INFO
 
