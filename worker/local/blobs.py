@@ -16,8 +16,9 @@ Blob Storage keeps a blob's properties on the blob:
   before keeps its sidecars at `root/.meta/<path>.json`, where they are still read.
 
 The attribute is read first; a blob written with one drops the sidecars an earlier write of
-its path left (a home that holds none skips the look-ups). A blob with neither (a file dropped in by hand, or copied by a tool that
-leaves extended attributes behind) reads as `application/octet-stream`.
+its path left (a home that holds none skips the look-ups). A blob with neither (a file
+dropped in by hand, or copied by a tool that leaves extended attributes behind) reads as
+`application/octet-stream`.
 """
 
 from __future__ import annotations
