@@ -145,11 +145,12 @@ def test_reading_a_blob_leaves_no_file_open(
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
+@pytest.mark.parametrize("xattrs", [True, False], ids=["info-on-file", "info-in-sidecars"])
 @pytest.mark.parametrize("size", [10, WRITE_BUFFER_BYTES + 10])
-def test_writing_a_blob_leaves_no_file_open(tmp_path: Path, size: int) -> None:
-    """Put, commit or abort: each closes what it opened (a bare descriptor is never closed
-    for it by the garbage collector)."""
-    blobs = LocalBlobs(tmp_path)
+def test_writing_a_blob_leaves_no_file_open(tmp_path: Path, size: int, xattrs: bool) -> None:
+    """Put, commit or abort: each closes what it opened, the info's sidecar included (a
+    bare descriptor is never closed for it by the garbage collector)."""
+    blobs = LocalBlobs(tmp_path, xattrs=xattrs)
 
     async def main() -> None:
         await blobs.put("artifacts/a.json", b"x" * size)
@@ -196,8 +197,12 @@ def test_a_commit_syncs_the_export_before_moving_it_into_place(
 
 def test_a_folder_is_not_a_blob(tmp_path: Path) -> None:
     (tmp_path / "artifacts" / "a.json").mkdir(parents=True)
+    blobs = LocalBlobs(tmp_path)
     with pytest.raises(NotFound):
-        _read(LocalBlobs(tmp_path), "artifacts/a.json")
+        _read(blobs, "artifacts/a.json")
+    with pytest.raises(NotFound):  # a folder has attributes too: not read as a blob's info
+        asyncio.run(blobs.info("artifacts/a.json"))
+    assert not asyncio.run(blobs.exists("artifacts/a.json"))
 
 
 @pytest.mark.parametrize("size", [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK])
