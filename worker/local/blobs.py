@@ -156,16 +156,7 @@ class LocalBlobs:
 
         def write() -> None:
             fd, temp = self._stage()
-            try:
-                try:
-                    _write_all(fd, data)
-                    on_file = self._info_on_file(fd, path, info)
-                finally:
-                    os.close(fd)
-                self._install(temp, path, info, on_file)
-            except BaseException:
-                temp.unlink(missing_ok=True)
-                raise
+            self._finish(fd, temp, path, info, data, sync=False)
 
         await asyncio.to_thread(write)
 
@@ -177,19 +168,15 @@ class LocalBlobs:
             if not target.is_file():
                 raise NotFound(f"blob {path!r} not found")
             try:
-                on_file = _info_attribute(target)
+                doc = _info_attribute(target)
             except FileNotFoundError as exc:  # removed since it was looked at
                 raise NotFound(f"blob {path!r} not found") from exc
-            if on_file is not None:
-                raw = json.loads(on_file)
-                return BlobInfo(raw["content_type"], raw["file_name"], dict(raw["metadata"]))
-            for place in (sidecar, self._sidecar_before(path)):
-                try:
-                    raw = json.loads(place.read_text(encoding="utf-8"))
-                except FileNotFoundError:
-                    continue
-                return BlobInfo(raw["content_type"], raw["file_name"], dict(raw["metadata"]))
-            return BlobInfo("application/octet-stream", target.name, {})
+            if doc is None:
+                doc = _first_file((sidecar, self._sidecar_before(path)))
+            if doc is None:
+                return BlobInfo("application/octet-stream", target.name, {})
+            raw = json.loads(doc)
+            return BlobInfo(raw["content_type"], raw["file_name"], dict(raw["metadata"]))
 
         return await asyncio.to_thread(load)
 
@@ -216,6 +203,24 @@ class LocalBlobs:
         calls to open, each a trip out of and back into the interpreter's lock."""
         fd, name = tempfile.mkstemp(dir=self._staging, prefix=_writer_prefix(), suffix=".part")
         return fd, Path(name)
+
+    def _finish(
+        self, fd: int, temp: Path, path: str, info: BlobInfo, data: bytes, *, sync: bool
+    ) -> None:
+        """Write the last of a staged file's bytes, set its info on it, close it (synced
+        first when `sync`) and move it into place; on failure nothing is left staged."""
+        try:
+            try:
+                _write_all(fd, data)
+                on_file = self._info_on_file(fd, path, info)
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._install(temp, path, info, on_file)
+        except BaseException:
+            temp.unlink(missing_ok=True)  # once moved into place, it is gone from here
+            raise
 
     def _info_on_file(self, fd: int, path: str, info: BlobInfo) -> bool:
         """Set the blob's info on its staged file; False when it must go to a sidecar."""
@@ -307,23 +312,13 @@ class LocalBlobUpload:
         return data
 
     async def commit(self) -> None:
-        """Move the staged bytes (and the info sidecar) into place."""
+        """Move the staged bytes, with their info, into place."""
         self._require_open()
         self._state = "committed"
         rest = self._take_pending()
 
         def install() -> None:
-            try:
-                try:
-                    _write_all(self._fd, rest)
-                    on_file = self._blobs._info_on_file(self._fd, self._path, self._info)
-                    os.fsync(self._fd)
-                finally:
-                    os.close(self._fd)
-                self._blobs._install(self._temp, self._path, self._info, on_file)
-            except BaseException:
-                self._temp.unlink(missing_ok=True)  # moved into place, it is gone from here
-                raise
+            self._blobs._finish(self._fd, self._temp, self._path, self._info, rest, sync=True)
 
         # Once asked for, the commit completes even if its caller is cancelled: the blob
         # appears whole (a redelivered turn writes the same bytes to the same path).
@@ -392,6 +387,16 @@ def _info_attribute(target: Path) -> bytes | None:
         if exc.errno in _NO_ATTRIBUTE:
             return None
         raise
+
+
+def _first_file(places: tuple[Path, ...]) -> bytes | None:
+    """The bytes of the first of `places` that is a file; None when none is."""
+    for place in places:
+        try:
+            return place.read_bytes()
+        except FileNotFoundError:
+            continue
+    return None
 
 
 def _write_all(fd: int, data: bytes) -> None:
