@@ -261,20 +261,14 @@ def test_local_blobs_map_paths_under_the_root(tmp_path: Path, xattrs: bool) -> N
     assert list((tmp_path / ".staging").iterdir()) == []  # nothing staged is left behind
 
 
-def _refusing_setxattr(
-    monkeypatch: pytest.MonkeyPatch, code: int, paths: set[str] | None = None
-) -> list[str]:
-    """Make os.setxattr refuse with `code` (every blob's info, or that of the blobs named in
-    `paths`); returns the blob paths it was called for, in order."""
+def _refusing_setxattr(monkeypatch: pytest.MonkeyPatch, code: int) -> list[str]:
+    """Make os.setxattr refuse every blob's info with `code`; returns the blob paths it was
+    called for, in order."""
     calls: list[str] = []
-    real = os.setxattr
 
     def setxattr(target: Any, name: str, value: bytes, *args: Any) -> None:
-        path = json.loads(value)["path"]
-        calls.append(path)
-        if paths is None or path in paths:
-            raise OSError(code, os.strerror(code))
-        real(target, name, value, *args)
+        calls.append(json.loads(value)["path"])
+        raise OSError(code, os.strerror(code))
 
     monkeypatch.setattr(os, "setxattr", setxattr)
     return calls
