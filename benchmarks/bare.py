@@ -18,9 +18,9 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import sqlite3
 import sys
+import tempfile
 import time
 from operator import itemgetter
 from pathlib import Path
@@ -63,8 +63,10 @@ def rows(out: Path, manifest: dict[str, Any]) -> dict[str, Any]:
 
 def turns(home: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """Mode `turns`: per turn, its csv (staged, fsync, rename) and two durable commits."""
-    out = home / "bare"
-    shutil.rmtree(out, ignore_errors=True)  # a fresh database and folder for every run
+    # A fresh database and folder for every run, and nothing deleted: on a filesystem
+    # without a journal, every inode made in the minutes after a deletion costs more
+    # (PROFILE.md, twenty-second round), so a run must not follow its own deletions.
+    out = Path(tempfile.mkdtemp(prefix="bare-", dir=home))
     staging = out / ".staging"
     staging.mkdir(parents=True, exist_ok=True)
     database = sqlite3.connect(out / "bare.db", isolation_level=None)
