@@ -7,6 +7,7 @@ this only keeps the scripts working as the code they drive changes.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,67 @@ def test_the_loop_probe_drains_its_turns_and_accounts_for_the_loop(tmp_path: Pat
         wall * 1.05
     )
     assert figures["checkpoints_a_turn"] == len(figures["checkpoint_ms"]) / 4
+
+
+def test_the_ab_runner_drains_each_tree_in_turn_and_prints_its_medians(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    proc = run_script(
+        "ab_turns.py",
+        "--tree",
+        f"here={root}",
+        "--tree",
+        "committed=@HEAD",
+        "--rounds",
+        "2",
+        "--turns",
+        "2",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {
+        line.split(" | ")[0][2:]: line.split(" | ")
+        for line in proc.stdout.splitlines()
+        if line.startswith("| ") and not line.startswith("| tree")
+    }
+    assert set(rows) == {"here", "committed"}, proc.stdout
+    for cells in rows.values():
+        assert float(cells[1]) > 0 and float(cells[2]) > 0
+        assert len(cells[3].strip(" |").split(", ")) == 2  # one figure a round
+
+
+def test_the_ab_runner_refuses_a_tree_it_cannot_find(tmp_path: Path) -> None:
+    proc = run_script(
+        "ab_turns.py", "--tree", f"a={tmp_path}", "--tree", "b=@HEAD", cwd=tmp_path, timeout=60
+    )
+    assert proc.returncode != 0
+    assert "has no worker, handlers, schemas" in proc.stderr
+
+
+def test_the_ab_runner_measures_the_code_of_the_tree_it_is_given(tmp_path: Path) -> None:
+    # A tree whose CLI exits at once: were the installed package run instead, it would pass.
+    root = Path(__file__).resolve().parents[2]
+    broken = tmp_path / "broken"
+    for package in ("worker", "handlers", "schemas"):
+        shutil.copytree(
+            root / package, broken / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    cli = broken / "worker" / "cli.py"
+    cli.write_text(
+        cli.read_text(encoding="utf-8") + "\n\ndef main() -> None:\n    raise SystemExit(3)\n"
+    )
+    proc = run_script(
+        "ab_turns.py",
+        "--tree",
+        f"broken={broken}",
+        "--tree",
+        "b=@HEAD",
+        "--rounds",
+        "1",
+        "--turns",
+        "1",
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "broken: run --drain exited 3" in proc.stderr, proc.stderr[-2000:]

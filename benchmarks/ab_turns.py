@@ -1,0 +1,160 @@
+"""Case d's work on two or more source trees, in turn: which code drains headline turns faster.
+
+The host's speed moves from minute to minute by more than most changes to the code, so a
+change is measured against the code before it in interleaved runs: each round runs every
+tree once (in the order A B, then B A), each on its own copy of one seeded home, and the
+median of the rounds is compared. Nothing is deleted until the last round has run: on a
+filesystem without a journal, files made soon after many deletions cost several times more
+(PROFILE.md, twenty-second round).
+
+    .venv/bin/python benchmarks/ab_turns.py --tree new=. --tree old=@HEAD~1 --rounds 12
+
+A tree is `NAME=PATH` (a folder holding `worker/`, `handlers/` and `schemas/`, put first on
+the measured process's PYTHONPATH) or `NAME=@REV` (those folders at a git revision of this
+repository); each is byte-compiled first, as an installed wheel is. Each run is `run
+--drain` under `launch.py` (wall and CPU from wait4) on a copy of a home seeded with TURNS
+headline turns, beside the same tree on an empty queue; a run's figure is per turn, net of
+that empty run. Every run must publish every turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+PACKAGES = ("worker", "handlers", "schemas")
+RUNNER = "import sys; from worker.cli import main; sys.argv[0] = 'export-worker'; main()"
+
+
+@dataclass
+class Tree:
+    """A named source tree and the per-turn figures of its runs."""
+
+    name: str
+    path: Path
+    wall_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
+
+
+def tree_at(spec: str, scratch: Path) -> Tree:
+    """`NAME=PATH` or `NAME=@REV` as a Tree whose path holds the three packages."""
+    name, separator, where = spec.partition("=")
+    if not separator or not name or not where:
+        raise SystemExit(f"--tree {spec!r}: expected NAME=PATH or NAME=@REV")
+    if not where.startswith("@"):
+        path = Path(where).resolve()
+        missing = [p for p in PACKAGES if not (path / p).is_dir()]
+        if missing:
+            raise SystemExit(f"--tree {spec!r}: {path} has no {', '.join(missing)}")
+        return compiled(Tree(name, path))
+    path = scratch / f"tree-{name}"
+    path.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", where[1:], *PACKAGES],
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise SystemExit(f"--tree {spec!r}: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(path)], input=archive.stdout, check=True)
+    return compiled(Tree(name, path))
+
+
+def compiled(tree: Tree) -> Tree:
+    """The tree with its bytecode written, as installing a wheel does: with
+    PYTHONDONTWRITEBYTECODE set, a tree without it would compile every module from source
+    on each start, and a tree with it would win by that alone."""
+    packages = [str(tree.path / name) for name in PACKAGES]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True)
+    return tree
+
+
+def measure(tree: Tree, home: Path, logs: Path) -> dict[str, float]:
+    """`run --drain` of `tree` on `home`, under launch.py: its wall and CPU seconds."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_WORKER_")}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(tree.path), *filter(None, [env.get("PYTHONPATH")])]),
+        EXPORT_WORKER_HOME=str(home),
+        EXPORT_WORKER_BACKEND="local",
+    )
+    out, err = logs / f"{home.name}.out", logs / f"{home.name}.err"
+    launcher = [sys.executable, "-S", str(BENCH / "launch.py"), str(out), str(err), str(home)]
+    command = [*launcher, "--", sys.executable, "-c", RUNNER, "run", "--drain"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    usage = json.loads(done.stdout)
+    if usage["exit"] != 0:
+        raise SystemExit(f"{tree.name}: run --drain exited {usage['exit']}: see {err}")
+    return {"wall": usage["wall"], "cpu": usage["user"] + usage["system"]}
+
+
+def workload(*args: str) -> object:
+    """benchmarks/workloads.py in a process of its own; its JSON answer."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "workloads.py"), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def published(home: Path) -> int:
+    """How many turns of `home` were exported and announced."""
+    outcome = workload("outcome", str(home))
+    assert isinstance(outcome, dict)
+    return min(len(outcome["exports"]), outcome["events_sent"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--tree", action="append", required=True, help="NAME=PATH or NAME=@REV")
+    parser.add_argument("--rounds", type=int, default=12, help="runs of each tree")
+    parser.add_argument("--turns", type=int, default=100, help="headline turns in the home")
+    args = parser.parse_args(argv)
+    if len(args.tree) < 2 or args.rounds < 1 or args.turns < 1:
+        parser.error("two trees at least, one round and one turn at least")
+    scratch = Path(tempfile.mkdtemp(prefix="ab-turns-"))
+    try:
+        trees = [tree_at(spec, scratch) for spec in args.tree]
+        if len({t.name for t in trees}) != len(trees):
+            parser.error("each tree needs a name of its own")
+        seeded, logs = scratch / "seeded", scratch / "logs"
+        logs.mkdir()
+        workload("seed-headline", str(seeded), "--turns", str(args.turns))
+        for round_ in range(args.rounds):
+            for tree in trees if round_ % 2 == 0 else trees[::-1]:
+                home = scratch / f"r{round_:03d}-{tree.name}"
+                shutil.copytree(seeded, home, symlinks=True)  # copy2: xattrs kept
+                empty = scratch / f"r{round_:03d}-{tree.name}-empty"
+                empty.mkdir()
+                full, idle = measure(tree, home, logs), measure(tree, empty, logs)
+                if published(home) != args.turns:
+                    raise SystemExit(f"{tree.name}: round {round_ + 1} did not publish every turn")
+                tree.wall_ms.append((full["wall"] - idle["wall"]) * 1000 / args.turns)
+                tree.cpu_ms.append((full["cpu"] - idle["cpu"]) * 1000 / args.turns)
+        print(f"# {args.turns} headline turns, {args.rounds} interleaved rounds, ms a turn net")
+        print("| tree | wall (median) | CPU (median) | wall of each round |")
+        print("|---|---|---|---|")
+        for tree in trees:
+            rounds = ", ".join(f"{ms:.2f}" for ms in tree.wall_ms)
+            print(
+                f"| {tree.name} | {statistics.median(tree.wall_ms):.2f} "
+                f"| {statistics.median(tree.cpu_ms):.2f} | {rounds} |"
+            )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
