@@ -11,16 +11,16 @@ filesystem without a journal, files made soon after many deletions cost several 
 
 A tree is `NAME=PATH` (a folder holding `worker/`, `handlers/` and `schemas/`, put first on
 the measured process's PYTHONPATH) or `NAME=@REV` (those folders at a git revision of this
-repository); each is byte-compiled first, as an installed wheel is. Each run is `run
---drain` under `launch.py` (wall and CPU from wait4) on a copy of a home seeded with TURNS
-headline turns, beside the same tree on an empty queue; a run's figure is per turn, net of
-that empty run. Every run must publish every turn.
+repository); each is byte-compiled first, as an installed wheel is. Each run is
+`export-worker run --drain` under `launch.py` (wall and CPU from wait4, through run_all's
+`Bench`) on a copy of a home seeded with TURNS headline turns, beside the same tree on an
+empty queue; a run's figure is per turn, net of that empty run. Every run must publish
+every turn.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -30,10 +30,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
+from run_all import ROOT, Bench, Failed, _published, compile_bytecode, worker_env, workload
+
 PACKAGES = ("worker", "handlers", "schemas")
-RUNNER = "import sys; from worker.cli import main; sys.argv[0] = 'export-worker'; main()"
 
 
 @dataclass
@@ -47,7 +46,9 @@ class Tree:
 
 
 def tree_at(spec: str, scratch: Path) -> Tree:
-    """`NAME=PATH` or `NAME=@REV` as a Tree whose path holds the three packages."""
+    """`NAME=PATH` or `NAME=@REV` as a Tree whose path holds the three packages, each
+    byte-compiled: with PYTHONDONTWRITEBYTECODE set, a tree without its bytecode would
+    compile every module from source on each start, and a tree with it would win by that."""
     name, separator, where = spec.partition("=")
     if not separator or not name or not where:
         raise SystemExit(f"--tree {spec!r}: expected NAME=PATH or NAME=@REV")
@@ -56,63 +57,28 @@ def tree_at(spec: str, scratch: Path) -> Tree:
         missing = [p for p in PACKAGES if not (path / p).is_dir()]
         if missing:
             raise SystemExit(f"--tree {spec!r}: {path} has no {', '.join(missing)}")
-        return compiled(Tree(name, path))
-    path = scratch / f"tree-{name}"
-    path.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", where[1:], *PACKAGES],
-        capture_output=True,
-        check=False,
-    )
-    if archive.returncode != 0:
-        raise SystemExit(f"--tree {spec!r}: {archive.stderr.decode(errors='replace').strip()}")
-    subprocess.run(["tar", "-x", "-C", str(path)], input=archive.stdout, check=True)
-    return compiled(Tree(name, path))
+    else:
+        path = scratch / f"tree-{name}"
+        path.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", where[1:], *PACKAGES],
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            error = archive.stderr.decode(errors="replace").strip()
+            raise SystemExit(f"--tree {spec!r}: {error}")
+        subprocess.run(["tar", "-x", "-C", str(path)], input=archive.stdout, check=True)
+    compile_bytecode(path)
+    return Tree(name, path)
 
 
-def compiled(tree: Tree) -> Tree:
-    """The tree with its bytecode written, as installing a wheel does: with
-    PYTHONDONTWRITEBYTECODE set, a tree without it would compile every module from source
-    on each start, and a tree with it would win by that alone."""
-    packages = [str(tree.path / name) for name in PACKAGES]
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True)
-    return tree
-
-
-def measure(tree: Tree, home: Path, logs: Path) -> dict[str, float]:
-    """`run --drain` of `tree` on `home`, under launch.py: its wall and CPU seconds."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_WORKER_")}
-    env.update(
-        PYTHONPATH=os.pathsep.join([str(tree.path), *filter(None, [env.get("PYTHONPATH")])]),
-        EXPORT_WORKER_HOME=str(home),
-        EXPORT_WORKER_BACKEND="local",
-    )
-    out, err = logs / f"{home.name}.out", logs / f"{home.name}.err"
-    launcher = [sys.executable, "-S", str(BENCH / "launch.py"), str(out), str(err), str(home)]
-    command = [*launcher, "--", sys.executable, "-c", RUNNER, "run", "--drain"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-    usage = json.loads(done.stdout)
-    if usage["exit"] != 0:
-        raise SystemExit(f"{tree.name}: run --drain exited {usage['exit']}: see {err}")
-    return {"wall": usage["wall"], "cpu": usage["user"] + usage["system"]}
-
-
-def workload(*args: str) -> object:
-    """benchmarks/workloads.py in a process of its own; its JSON answer."""
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "workloads.py"), *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(done.stdout)
-
-
-def published(home: Path) -> int:
-    """How many turns of `home` were exported and announced."""
-    outcome = workload("outcome", str(home))
-    assert isinstance(outcome, dict)
-    return min(len(outcome["exports"]), outcome["events_sent"])
+def drain(bench: Bench, tree: Tree, home: Path, what: str) -> tuple[float, float]:
+    """`export-worker run --drain` of `tree`'s code on `home` (its packages first on the
+    path): its wall and CPU seconds."""
+    path = os.pathsep.join(filter(None, [str(tree.path), os.environ.get("PYTHONPATH")]))
+    usage = bench.worker(f"{tree.name}: {what}", home, {**worker_env(home), "PYTHONPATH": path})
+    return usage.wall, usage.cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,20 +94,21 @@ def main(argv: list[str] | None = None) -> int:
         trees = [tree_at(spec, scratch) for spec in args.tree]
         if len({t.name for t in trees}) != len(trees):
             parser.error("each tree needs a name of its own")
-        seeded, logs = scratch / "seeded", scratch / "logs"
+        logs = scratch / "logs"
         logs.mkdir()
-        workload("seed-headline", str(seeded), "--turns", str(args.turns))
+        bench = Bench(scratch, logs, "audit")
+        seeded = scratch / "seeded"
+        workload("seed-headline", seeded, "--turns", str(args.turns))
         for round_ in range(args.rounds):
             for tree in trees if round_ % 2 == 0 else trees[::-1]:
                 home = scratch / f"r{round_:03d}-{tree.name}"
                 shutil.copytree(seeded, home, symlinks=True)  # copy2: xattrs kept
-                empty = scratch / f"r{round_:03d}-{tree.name}-empty"
-                empty.mkdir()
-                full, idle = measure(tree, home, logs), measure(tree, empty, logs)
-                if published(home) != args.turns:
-                    raise SystemExit(f"{tree.name}: round {round_ + 1} did not publish every turn")
-                tree.wall_ms.append((full["wall"] - idle["wall"]) * 1000 / args.turns)
-                tree.cpu_ms.append((full["cpu"] - idle["cpu"]) * 1000 / args.turns)
+                empty = bench.home(f"{tree.name}-empty")
+                wall, cpu = drain(bench, tree, home, "run --drain")
+                idle_wall, idle_cpu = drain(bench, tree, empty, "run --drain, empty queue")
+                _published(workload("outcome", home), args.turns)
+                tree.wall_ms.append((wall - idle_wall) * 1000 / args.turns)
+                tree.cpu_ms.append((cpu - idle_cpu) * 1000 / args.turns)
         print(f"# {args.turns} headline turns, {args.rounds} interleaved rounds, ms a turn net")
         print("| tree | wall (median) | CPU (median) | wall of each round |")
         print("|---|---|---|---|")
@@ -151,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {tree.name} | {statistics.median(tree.wall_ms):.2f} "
                 f"| {statistics.median(tree.cpu_ms):.2f} | {rounds} |"
             )
+    except Failed as exc:
+        raise SystemExit(str(exc)) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0

@@ -812,11 +812,11 @@ def machine() -> list[str]:
     ]
 
 
-def compile_bytecode() -> None:
-    """Write the project's bytecode caches, as installing a wheel does: with
-    PYTHONDONTWRITEBYTECODE set (as on CI machines) an editable install would otherwise
-    compile every module of the worker from source on each start (~0.2 s)."""
-    packages = [str(ROOT / name) for name in ("worker", "handlers", "schemas")]
+def compile_bytecode(root: Path = ROOT) -> None:
+    """Write the bytecode caches of the worker's packages under ROOT, as installing a wheel
+    does: with PYTHONDONTWRITEBYTECODE set (as on CI machines) an editable install would
+    otherwise compile every module of the worker from source on each start (~0.2 s)."""
+    packages = [str(root / name) for name in ("worker", "handlers", "schemas")]
     subprocess.run([PYTHON, "-m", "compileall", "-q", *packages], check=True)
 
 
