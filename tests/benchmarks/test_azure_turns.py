@@ -6,8 +6,6 @@ tests/emulated/test_azure_turns_emulated.py.)"""
 from __future__ import annotations
 
 import asyncio
-import importlib
-import sys
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
@@ -18,20 +16,18 @@ from aiohttp import web
 from azure.core.pipeline import AsyncPipeline
 from azure.core.pipeline.transport import AioHttpTransport, HttpRequest
 
+from tests.benchmarks.script_runs import benchmark_module
 from worker.testing.http_calls import install
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 BLOB = "127.0.0.1:10000"
 COSMOS = "127.0.0.1:8081"
 
 
 def azure_turns() -> ModuleType:
     """The benchmark's modules, imported as run_all imports them (from benchmarks/)."""
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
     module = ModuleType("az")
     for name in ("azure_counts", "azure_report", "azure_turns"):
-        module.__dict__.update(vars(importlib.import_module(name)))
+        module.__dict__.update(vars(benchmark_module(name)))
     return module
 
 

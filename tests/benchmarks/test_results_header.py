@@ -4,22 +4,12 @@ a journal: without one, files made soon after many deletions cost several times 
 
 from __future__ import annotations
 
-import importlib
-import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def run_all() -> ModuleType:
-    """run_all, imported as it imports its neighbours (from benchmarks/)."""
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
-    return importlib.import_module("run_all")
+from tests.benchmarks.script_runs import benchmark_module
 
 
 @pytest.mark.parametrize(
@@ -42,5 +32,5 @@ def test_the_header_names_the_filesystem_and_an_ext4_without_a_journal(
     if journal is not None:
         (ext4 / "vdz").mkdir(parents=True)
         (ext4 / "vdz" / "journal_task").write_text(journal, encoding="utf-8")
-    line = run_all()._filesystem(str(mounts), str(ext4))
+    line = benchmark_module("run_all")._filesystem(str(mounts), str(ext4))
     assert line == f"{tempfile.gettempdir()} ({named})"
