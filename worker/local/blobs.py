@@ -8,7 +8,8 @@ Blob Storage keeps a blob's properties on the blob:
 - where the filesystem keeps extended attributes (Linux: ext4, XFS, Btrfs, tmpfs since 6.6),
   on the file itself, as `user.export_worker.info`, set on the staged file before it moves
   in: the content and its info appear in one rename, and a write makes one file, not two
-  (a second file cost a headline turn ~0.5 ms and ~1 ms of CPU: benchmarks/PROFILE.md);
+  (~0.05 ms a headline turn on a quiet filesystem; far more where a new file is dear, as on
+  ext4 without a journal soon after many deletions: benchmarks/PROFILE.md, rounds 21-22);
 - elsewhere (another system, a filesystem without them, a document too large for one), in
   a sidecar in the one folder `root/.meta/`, named by the sha256 of the blob's path, written
   (atomically) before the content moves in, so it is there as soon as the content is. One
