@@ -226,7 +226,7 @@ def reachability_check(
     - blobs: whether a blob exists in the artifacts container (False is the normal answer;
       bad credentials or no network raise);
     - queue: no read of its own: what the receive loop's last wait for the queue ended
-      with (it asks at least every second while idle). Peeking a session queue needs a
+      with (it asks at least every 15 s while idle). Peeking a session queue needs a
       session lock, and its counts need Manage rights the worker's identity does not have;
     - publisher: not read (a topic sender has nothing to read); a failing publish is
       retried and, in the end, dead-lettered `transient_failure`.

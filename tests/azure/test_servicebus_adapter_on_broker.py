@@ -200,6 +200,36 @@ def test_an_accept_waits_while_the_queue_holds_as_many_sessions_as_it_may() -> N
     on_broker(body, ManualClock())
 
 
+def test_an_accept_cancelled_while_it_waits_gives_back_its_connection_and_its_place() -> None:
+    # The runtime cancels a waiting accept when the worker stops (worker/runtime.py,
+    # `_accept`): the receiver the SDK was opening must be closed with its AMQP connection,
+    # the place it took given back, and a turn queued afterwards delivered to the next
+    # accept as its first delivery.
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker, max_sessions=1) as queue:
+            baseline = broker.open_connections()
+            accept = asyncio.ensure_future(queue.accept_session(WAIT))
+            deadline = time.monotonic() + 10
+            while broker.open_connections() == baseline and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert broker.open_connections() == baseline + 1  # the accept is waiting
+            accept.cancel()
+            started = time.monotonic()
+            with pytest.raises(asyncio.CancelledError):
+                await accept
+            assert time.monotonic() - started < 2.0
+            assert broker.open_connections(expected=baseline) == baseline
+            await queue.send(b"x", "conv-after")
+            session = await queue.accept_session(WAIT)  # the one place is free again
+            assert session is not None and session.session_id == "conv-after"
+            message = await session.receive(WAIT)
+            assert message is not None and message.delivery_count == 1
+            await session.complete(message)
+            await session.close()
+
+    on_broker(body, ManualClock())
+
+
 def test_a_dependency_failing_every_turn_does_not_lock_every_conversation() -> None:
     # Every turn fails transiently with a long backoff: each failed delivery's session is
     # parked for the delay, with its own AMQP connection. Unbounded, one worker locked a

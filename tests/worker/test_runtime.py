@@ -688,6 +688,54 @@ def test_an_error_outside_the_port_errors_on_accept_does_not_end_the_run() -> No
     assert len(calls) == 2
 
 
+def test_a_stop_ends_waiting_accepts_at_once_and_lets_them_clean_up() -> None:
+    # An idle worker's accept waits ACCEPT_WAIT_SECONDS (a new AMQP connection each on
+    # Service Bus, so long waits); SIGTERM must not wait for it to come back empty. The
+    # accepts are cancelled, and run() returns only once each has cleaned up.
+    from worker import runtime as runtime_module
+
+    waits: list[float] = []
+    cleaned: list[float] = []
+
+    class Idle:
+        async def accept_session(self, max_wait: float) -> None:
+            waits.append(max_wait)
+            try:
+                await asyncio.sleep(max_wait)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.05)  # closing a receiver takes a round trip
+                cleaned.append(max_wait)
+                raise
+
+    class Handler:
+        async def handle(self, message: QueueMessage) -> Any:
+            raise AssertionError("no message was accepted")
+
+    runtime = Runtime(
+        Handler(),
+        Idle(),  # type: ignore[arg-type]
+        concurrency=2,
+        retry=RetryPolicy.no_waiting(),
+        lock_duration=30,
+        session_idle=0.1,
+        shutdown_grace=1,
+    )
+
+    async def main() -> float:
+        task = asyncio.create_task(runtime.run())
+        while len(waits) < 2:
+            await asyncio.sleep(0.01)
+        stopped = asyncio.get_running_loop().time()
+        runtime.stop()
+        await asyncio.wait_for(task, timeout=5)
+        return asyncio.get_running_loop().time() - stopped
+
+    took = asyncio.run(main())
+    assert waits == [runtime_module.ACCEPT_WAIT_SECONDS] * 2
+    assert runtime_module.ACCEPT_WAIT_SECONDS >= 10
+    assert cleaned == waits and took < 1.0
+
+
 class UnreachableQueue:
     """A queue whose accepts fail (a connection refused underneath) or find nothing, as
     scripted (True: fails); drained once the script is played."""
