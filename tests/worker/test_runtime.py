@@ -736,6 +736,33 @@ def test_a_stop_ends_waiting_accepts_at_once_and_lets_them_clean_up() -> None:
     assert cleaned == waits and took < 1.0
 
 
+def test_a_waiting_accept_that_fails_still_tells_readiness_how_its_last_try_failed() -> None:
+    # The accept runs as a task of its own (so that a stop can cancel it); the failed try
+    # the adapter notes inside it must still reach the readiness probe's queue state.
+    from worker.operations import Operations
+    from worker.ports.errors import note_failed_try
+
+    class Refusing:
+        async def accept_session(self, max_wait: float) -> None:
+            note_failed_try("connection refused")
+            runtime.stop()
+            raise TransientError("Service Bus: unreachable")
+
+    operations = Operations()
+    runtime = Runtime(
+        ScriptedHandler(None, {}),  # type: ignore[arg-type]
+        Refusing(),  # type: ignore[arg-type]
+        concurrency=1,
+        retry=RetryPolicy.no_waiting(),
+        lock_duration=30,
+        session_idle=0.1,
+        shutdown_grace=1,
+        observer=operations,
+    )
+    asyncio.run(asyncio.wait_for(runtime.run(), timeout=5))
+    assert operations.queue_error == "TransientError (its last try: connection refused)"
+
+
 class UnreachableQueue:
     """A queue whose accepts fail (a connection refused underneath) or find nothing, as
     scripted (True: fails); drained once the script is played."""
