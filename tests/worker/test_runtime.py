@@ -671,21 +671,30 @@ def test_an_error_outside_the_port_errors_on_accept_does_not_end_the_run() -> No
         async def is_drained(self) -> bool:
             return False
 
-    class Handler:
-        async def handle(self, message: QueueMessage) -> Any:
-            raise AssertionError("no message was accepted")
+    runtime = accepting_runtime(Queue())
+    asyncio.run(asyncio.wait_for(runtime.run(), timeout=10))
+    assert len(calls) == 2
 
-    runtime = Runtime(
-        Handler(),
-        Queue(),  # type: ignore[arg-type]
-        concurrency=1,
+
+class NoMessages:
+    """The handler of a run in which no message is accepted."""
+
+    async def handle(self, message: QueueMessage) -> Any:
+        raise AssertionError("no message was accepted")
+
+
+def accepting_runtime(queue: Any, *, concurrency: int = 1, observer: Any = NO_OBSERVER) -> Runtime:
+    """A runtime over `queue` whose accepts are the test's subject."""
+    return Runtime(
+        NoMessages(),
+        queue,
+        concurrency=concurrency,
         retry=RetryPolicy.no_waiting(),
         lock_duration=30,
         session_idle=0.1,
         shutdown_grace=1,
+        observer=observer,
     )
-    asyncio.run(asyncio.wait_for(runtime.run(), timeout=10))
-    assert len(calls) == 2
 
 
 def test_a_stop_ends_waiting_accepts_at_once_and_lets_them_clean_up() -> None:
@@ -707,19 +716,7 @@ def test_a_stop_ends_waiting_accepts_at_once_and_lets_them_clean_up() -> None:
                 cleaned.append(max_wait)
                 raise
 
-    class Handler:
-        async def handle(self, message: QueueMessage) -> Any:
-            raise AssertionError("no message was accepted")
-
-    runtime = Runtime(
-        Handler(),
-        Idle(),  # type: ignore[arg-type]
-        concurrency=2,
-        retry=RetryPolicy.no_waiting(),
-        lock_duration=30,
-        session_idle=0.1,
-        shutdown_grace=1,
-    )
+    runtime = accepting_runtime(Idle(), concurrency=2)
 
     async def main() -> float:
         task = asyncio.create_task(runtime.run())
@@ -749,16 +746,7 @@ def test_a_waiting_accept_that_fails_still_tells_readiness_how_its_last_try_fail
             raise TransientError("Service Bus: unreachable")
 
     operations = Operations()
-    runtime = Runtime(
-        ScriptedHandler(None, {}),  # type: ignore[arg-type]
-        Refusing(),  # type: ignore[arg-type]
-        concurrency=1,
-        retry=RetryPolicy.no_waiting(),
-        lock_duration=30,
-        session_idle=0.1,
-        shutdown_grace=1,
-        observer=operations,
-    )
+    runtime = accepting_runtime(Refusing(), observer=operations)
     asyncio.run(asyncio.wait_for(runtime.run(), timeout=5))
     assert operations.queue_error == "TransientError (its last try: connection refused)"
 
