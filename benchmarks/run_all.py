@@ -354,12 +354,12 @@ def turns_case(bench: Bench, turns: int, repeats: int, quick: bool = False) -> T
     same code within twenty minutes gave 1.46x-2.06x), and the median group counts."""
     groups: list[TurnsRun] = []
     shas: set[str] = set()
-    # Homes are deleted after the last group, not between groups: on a filesystem without a
-    # journal (this machine's), each inode made within a minute or more of a deletion is
-    # allocated past every inode just freed, ~0.2-0.6 ms each after ~3,000 deletions against
-    # ~30 us (PROFILE.md, twenty-second round), which loaded both sides of the ratio with the
+    # Its homes (a few MB) are left to the run's own cleanup of its scratch folder, not
+    # deleted between groups: on a filesystem without a journal (this machine's), each inode
+    # made within a minute or more of a deletion is allocated past every inode just freed,
+    # ~0.2-0.6 ms each after ~3,000 deletions against ~30 us (PROFILE.md, twenty-second
+    # round), which loaded both sides of the ratio, and the timed cases after it, with the
     # benchmark's own cleanup.
-    spent: list[Path] = []
     for n in range(repeats):
         home = bench.home("d-headline")
         manifest = workload("seed-headline", home, "--turns", str(turns))
@@ -376,16 +376,13 @@ def turns_case(bench: Bench, turns: int, repeats: int, quick: bool = False) -> T
             if sorted(export["export"]["source_artifacts"]) != winners[export["turn_id"]]:
                 raise Failed(f"d: {export['turn_id']} read other artifacts than the winning two")
             shas.add(export["export"]["sha256"])
-        spent.append(home)
         single = bench.home("d-one-turn")
         workload("seed-headline", single, "--turns", "1")
         one_turn = bench.worker(f"d-one-turn-{n}", single)
         _published(workload("outcome", single), 1)  # Failed unless its turn was published
-        spent.append(single)
         nothing = bench.home("d-empty")
         workload("seed-empty", nothing)
         empty = bench.worker(f"d-empty-{n}", nothing)
-        spent.append(nothing)
         groups.append(
             TurnsRun(
                 turns,
@@ -400,8 +397,6 @@ def turns_case(bench: Bench, turns: int, repeats: int, quick: bool = False) -> T
                 decision_ms=decision,
             )
         )
-    for path in spent:
-        shutil.rmtree(path)
     ratios = tuple(group.project_ms / group.bare_ms for group in groups)
     middle = sorted(range(len(groups)), key=lambda at: ratios[at])[len(groups) // 2]
     return replace(
