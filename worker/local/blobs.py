@@ -34,7 +34,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -210,7 +210,7 @@ class LocalBlobs:
     ) -> None:
         """Write the last of a staged file's bytes, set its info on it, close it (synced
         first when `sync`) and move it into place; on failure nothing is left staged."""
-        try:
+        with _removed_on_failure(temp):
             try:
                 _write_all(fd, data)
                 on_file = self._info_on_file(fd, path, info)
@@ -219,9 +219,6 @@ class LocalBlobs:
             finally:
                 os.close(fd)
             self._install(temp, path, info, on_file)
-        except BaseException:
-            temp.unlink(missing_ok=True)  # once moved into place, it is gone from here
-            raise
 
     def _info_on_file(self, fd: int, path: str, info: BlobInfo) -> bool:
         """Set the blob's info on its staged file; False when it must go to a sidecar."""
@@ -245,15 +242,12 @@ class LocalBlobs:
         if not on_file:
             self._sidecars_here = True
             fd, sidecar_temp = self._stage()
-            try:
+            with _removed_on_failure(sidecar_temp):
                 try:
                     _write_all(fd, _info_document(path, info))
                 finally:
                     os.close(fd)
                 os.replace(sidecar_temp, self._sidecar(path))
-            except BaseException:
-                sidecar_temp.unlink(missing_ok=True)
-                raise
         target = self._content(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(temp, target)
@@ -332,11 +326,7 @@ class LocalBlobUpload:
         self._state = "aborted"
         self._take_pending()
 
-        def drop() -> None:
-            os.close(self._fd)
-            self._temp.unlink(missing_ok=True)
-
-        await self._step(drop)
+        await self._step(_discard, self._fd, self._temp)
 
     def _require_open(self) -> None:
         if self._state != "open":
@@ -362,9 +352,24 @@ def _drop_staged(staging: asyncio.Future[tuple[int, Path]]) -> None:
     """Close and remove a staged file whose upload was cancelled while it was made."""
     if staging.cancelled() or staging.exception() is not None:
         return  # nothing was made (a loop shutting down cancels the step itself)
-    fd, temp = staging.result()
+    _discard(*staging.result())
+
+
+def _discard(fd: int, temp: Path) -> None:
+    """Close a staged file and remove it."""
     os.close(fd)
     temp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(temp: Path) -> Iterator[None]:
+    """Inside, a staged file is written and moved into place; if that fails, the staged
+    file is removed (once moved into place, it is gone from the staging folder)."""
+    try:
+        yield
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
 
 
 def _info_document(path: str, info: BlobInfo) -> bytes:
