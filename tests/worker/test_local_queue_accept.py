@@ -1,19 +1,23 @@
 """The local queue's session accept: which session it takes, that its cost does not grow
-with the backlog (the query stops at the first eligible head), and that the lock it takes
-lasts some time."""
+with the backlog (the query stops at the first eligible head), that the lock it takes
+lasts some time, and that waiting for a session or a message looks with reads."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker.local.queue import _NEXT_SESSION, SCHEMA, LocalQueue
+from worker.ports import LockLost
 
 NOW = 1_000.0
 
@@ -118,3 +122,111 @@ def test_a_session_lock_must_last_some_time(tmp_path: Path, seconds: float) -> N
     with pytest.raises(ValueError, match="lock_duration must be positive"):
         LocalQueue(tmp_path / "queue.db", lock_duration=seconds)
     assert not (tmp_path / "queue.db").exists()
+
+
+# --------------------------------------------------------------------------------------
+# Waiting: reads until there is something to take
+# --------------------------------------------------------------------------------------
+class Transactions:
+    """Counts the write and read transactions a queue's connection runs."""
+
+    def __init__(self, queue: LocalQueue) -> None:
+        self.writes = self.reads = 0
+        write, read = queue._db.write, queue._db.read
+
+        async def counted_write(work: Any) -> Any:
+            self.writes += 1
+            return await write(work)
+
+        async def counted_read(work: Any) -> Any:
+            self.reads += 1
+            return await read(work)
+
+        queue._db.write = counted_write  # type: ignore[method-assign]
+        queue._db.read = counted_read  # type: ignore[method-assign]
+
+
+def test_a_waiting_accept_looks_again_with_reads_and_writes_only_to_take(tmp_path: Path) -> None:
+    # Another process's send or settle never waits on a read (WAL); it waits on the write
+    # lock, which an idle worker's accepts took twenty times a second each.
+    async def main() -> None:
+        queue = LocalQueue(tmp_path / "queue.db", lock_duration=30)
+        sender = LocalQueue(tmp_path / "queue.db", lock_duration=30)  # another process
+        seen = Transactions(queue)
+        assert await queue.accept_session(max_wait=0.3) is None
+        assert seen.writes == 1  # the first look, which takes a waiting session at once
+        assert seen.reads >= 3
+
+        seen.writes = seen.reads = 0
+        later = asyncio.get_running_loop().call_later(
+            0.2, lambda: asyncio.ensure_future(sender.send(b"{}", "conversation-1"))
+        )
+        session = await queue.accept_session(max_wait=5)
+        later.cancel()
+        assert session is not None and session.session_id == "conversation-1"
+        assert seen.writes == 2  # the first look, and the take once a read saw the session
+        await session.close()
+        await sender.close()
+        await queue.close()
+
+    asyncio.run(main())
+
+
+def test_a_waiting_receive_looks_again_with_reads_and_writes_only_to_take(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        queue = LocalQueue(tmp_path / "queue.db", lock_duration=30)
+        sender = LocalQueue(tmp_path / "queue.db", lock_duration=30)
+        await sender.send(b"{}", "conversation-1", message_id="first")
+        session = await queue.accept_session(max_wait=0)
+        assert session is not None
+        first = await session.receive(max_wait=0)
+        assert first is not None
+        await session.complete(first)
+
+        seen = Transactions(queue)
+        assert await session.receive(max_wait=0.3) is None
+        assert seen.writes == 1
+        assert seen.reads >= 3
+
+        seen.writes = seen.reads = 0
+        later = asyncio.get_running_loop().call_later(
+            0.2,
+            lambda: asyncio.ensure_future(
+                sender.send(b"{}", "conversation-1", message_id="second")
+            ),
+        )
+        second = await session.receive(max_wait=5)
+        later.cancel()
+        assert second is not None and second.message_id == "second"
+        assert seen.writes == 2
+        await session.close()
+        await sender.close()
+        await queue.close()
+
+    asyncio.run(main())
+
+
+def test_a_waiting_receive_still_learns_at_once_that_its_session_lock_is_gone(
+    tmp_path: Path,
+) -> None:
+    # The looks are reads now; they still check the session lock, so a worker whose lock
+    # expired stops waiting on a session another worker may already hold.
+    async def main() -> None:
+        now = [NOW]
+        queue = LocalQueue(tmp_path / "queue.db", lock_duration=30, clock=lambda: now[0])
+        await queue.send(b"{}", "conversation-1")
+        session = await queue.accept_session(max_wait=0)
+        assert session is not None
+        message = await session.receive(max_wait=0)
+        assert message is not None
+        await session.complete(message)
+        asyncio.get_running_loop().call_later(0.15, lambda: now.__setitem__(0, NOW + 31))
+        started = time.monotonic()
+        with pytest.raises(LockLost):
+            await session.receive(max_wait=5)
+        assert time.monotonic() - started < 1.0
+        await queue.close()
+
+    asyncio.run(main())

@@ -15,6 +15,10 @@ The rules, pinned by `tests/contracts/test_queue_contract.py`:
   `delivery_count`; one whose lock expired is (docs/contract/delivery.md).
 - Lock expiry and scheduling read the injected clock; waiting up to `max_wait` uses real
   time (so tests with a fake clock pass `max_wait=0` and never sleep).
+- A wait looks again every `POLL_SECONDS` with a read, which other processes' writes do not
+  wait on, and takes the write lock only when that read saw something to take: an idle
+  worker's accepts would otherwise hold the file's one write lock twenty times a second
+  each.
 """
 
 from __future__ import annotations
@@ -124,7 +128,11 @@ class LocalQueue:
 
     async def accept_session(self, max_wait: float) -> LocalSession | None:
         """Lock the session with the oldest deliverable head; None when none came in max_wait."""
-        taken = await _poll(lambda: self._db.write(self._take_session), max_wait)
+        taken = await _poll(
+            lambda: self._db.write(self._take_session),
+            lambda: self._db.read(self._has_session),
+            max_wait,
+        )
         if taken is None:
             return None
         session_id, holder = taken
@@ -228,6 +236,10 @@ class LocalQueue:
         await self._db.close()
 
     # ---- used by LocalSession --------------------------------------------------------
+    def _has_session(self, connection: sqlite3.Connection) -> bool:
+        """Whether `_take_session` would take a session now (a lock that expired is free)."""
+        return connection.execute(_NEXT_SESSION, {"now": self._clock()}).fetchone() is not None
+
     def _take_session(self, connection: sqlite3.Connection) -> tuple[str, str] | None:
         now = self._clock()
         # Expired holders (crashed or never closed) leave rows behind: drop them here.
@@ -267,7 +279,11 @@ class LocalSession:
 
         Raises LockLost when the session lock is gone.
         """
-        taken = await _poll(lambda: self._db.write(self._take_head), max_wait)
+        taken = await _poll(
+            lambda: self._db.write(self._take_head),
+            lambda: self._db.read(self._has_head),
+            max_wait,
+        )
         if taken is None:
             return None
         message, token = taken
@@ -375,18 +391,29 @@ class LocalSession:
             raise LockLost(f"session lock lost for session {self.session_id!r}")
         return now
 
+    def _head(self, connection: sqlite3.Connection, now: float) -> sqlite3.Row | None:
+        """The session's head when it can be delivered now: visible and not locked."""
+        row: sqlite3.Row | None = connection.execute(
+            f"SELECT {_MESSAGE_COLUMNS}, visible_at, lock_token, locked_until"
+            " FROM queue_messages WHERE state = 'active' AND session_id = ?"
+            " ORDER BY sequence_number LIMIT 1",
+            (self.session_id,),
+        ).fetchone()
+        if row is None or row["visible_at"] > now:
+            return None
+        if row["lock_token"] is not None and row["locked_until"] > now:
+            return None
+        return row
+
+    def _has_head(self, connection: sqlite3.Connection) -> bool:
+        """Whether `_take_head` has a head to take or dead-letter; LockLost as it would."""
+        return self._head(connection, self._check_session(connection)) is not None
+
     def _take_head(self, connection: sqlite3.Connection) -> tuple[QueueMessage, str] | None:
         now = self._check_session(connection)
         while True:
-            row = connection.execute(
-                f"SELECT {_MESSAGE_COLUMNS}, visible_at, lock_token, locked_until"
-                " FROM queue_messages WHERE state = 'active' AND session_id = ?"
-                " ORDER BY sequence_number LIMIT 1",
-                (self.session_id,),
-            ).fetchone()
-            if row is None or row["visible_at"] > now:
-                return None
-            if row["lock_token"] is not None and row["locked_until"] > now:
+            row = self._head(connection, now)
+            if row is None:
                 return None
             if row["delivery_count"] < MAX_DELIVERY_COUNT:
                 break
@@ -439,15 +466,23 @@ class LocalSession:
         self._held.pop(_delivery(message), None)
 
 
-async def _poll(attempt: Callable[[], Awaitable[T | None]], max_wait: float) -> T | None:
-    """Call `attempt` until it returns something or `max_wait` real seconds have passed."""
+async def _poll(
+    attempt: Callable[[], Awaitable[T | None]],
+    ready: Callable[[], Awaitable[bool]],
+    max_wait: float,
+) -> T | None:
+    """Call `attempt` until it returns something or `max_wait` real seconds have passed;
+    after the first call, only when `ready` (a read) says it would find something."""
     deadline = time.monotonic() + max(max_wait, 0.0)
-    while True:
-        result = await attempt()
+    result = await attempt()  # a queue with work answers in one transaction, not two
+    while result is None:
         remaining = deadline - time.monotonic()
-        if result is not None or remaining <= 0:
-            return result
+        if remaining <= 0:
+            return None
         await asyncio.sleep(min(POLL_SECONDS, remaining))
+        if await ready():
+            result = await attempt()
+    return result
 
 
 def _insert(
