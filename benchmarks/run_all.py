@@ -38,6 +38,11 @@ ROOT = BENCH.parent
 PYTHON = sys.executable
 WORKER = str(Path(sys.executable).with_name("export-worker"))
 RESULTS = BENCH / "results.md"
+# When a run deletes its scratch it leaves this mark (its time, and how many files went):
+# on ext4 without a journal, files made in the minutes after many deletions cost several
+# times more (PROFILE.md, twenty-second round), so the next run says when it starts too soon.
+DELETED_MARK = Path(tempfile.gettempdir()) / "export-bench-deleted"
+SETTLE_SECONDS = 420
 MB = 1024  # ru_maxrss is in kB
 
 
@@ -843,7 +848,44 @@ def _filesystem(mounts: str = "/proc/mounts", ext4: str = "/sys/fs/ext4") -> str
     return f"{target} ({kind})"
 
 
-def render(r: Report, args: argparse.Namespace, seconds: float, loads: list[Any]) -> str:
+def earlier_deletions(mark: Path = DELETED_MARK) -> tuple[float, int] | None:
+    """Seconds since an earlier run deleted its scratch, and how many files it deleted;
+    None when no run left its mark."""
+    try:
+        files = int(mark.read_text(encoding="utf-8").strip() or 0)
+        return max(0.0, time.time() - mark.stat().st_mtime), files
+    except (OSError, ValueError):
+        return None
+
+
+def deletions_warning(earlier: tuple[float, int] | None) -> str | None:
+    """The results' line for a run that began under SETTLE_SECONDS after an earlier one
+    deleted its scratch; None otherwise."""
+    if earlier is None or earlier[0] >= SETTLE_SECONDS:
+        return None
+    seconds, files = earlier
+    return (
+        f"- **begun {seconds:.0f} s after an earlier run deleted its {files:,} scratch files** "
+        f"(under {SETTLE_SECONDS // 60} minutes): on ext4 without a journal this run's files "
+        "were slower to make for it (PROFILE.md, twenty-second round), so its figures, case "
+        "d's most, are not comparable with a run on a settled disk"
+    )
+
+
+def delete_scratch(scratch: Path, mark: Path = DELETED_MARK) -> None:
+    """Delete the run's scratch and leave the mark the next run reads."""
+    files = sum(len(names) + len(folders) for _, folders, names in os.walk(scratch))
+    shutil.rmtree(scratch)
+    mark.write_text(f"{files}\n", encoding="utf-8")
+
+
+def render(
+    r: Report,
+    args: argparse.Namespace,
+    seconds: float,
+    loads: list[Any],
+    warning: str | None = None,
+) -> str:
     """results.md."""
     load_text = "; ".join(f"{label}: {a:.2f}" for label, (a, _, _) in loads)
     size = "--quick (CI smoke size: the figures are not the goals' sizes)" if args.quick else "full"
@@ -856,6 +898,7 @@ def render(r: Report, args: argparse.Namespace, seconds: float, loads: list[Any]
         *machine(),
         f"- size: {size}; the whole run took {seconds / 60:.1f} min",
         f"- load average (1 min) seen during the run: {load_text}",
+        *([warning] if warning is not None else []),
         "",
         "## The goals",
         "",
@@ -955,6 +998,9 @@ def main(argv: list[str] | None = None) -> int:
     logs = scratch / "logs"
     logs.mkdir()
     bench = Bench(scratch, logs, opens)
+    warning = deletions_warning(earlier_deletions())
+    if warning is not None:
+        print(f"run_all: {warning[2:].replace('**', '')}", file=sys.stderr, flush=True)
     compile_bytecode()
     bench.note_load("start")
     started = time.perf_counter()
@@ -963,9 +1009,9 @@ def main(argv: list[str] | None = None) -> int:
     except Failed as exc:
         print(f"run_all: {exc}\n(logs kept in {logs})", file=sys.stderr)
         return 1
-    text = render(report, args, time.perf_counter() - started, bench.loads)
+    text = render(report, args, time.perf_counter() - started, bench.loads, warning)
     if not args.keep:
-        shutil.rmtree(scratch)
+        delete_scratch(scratch)
     print(text)
     if output is not None:
         output.write_text(text, encoding="utf-8")

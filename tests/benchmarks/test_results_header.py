@@ -1,10 +1,13 @@
 """The results header names the filesystem the benchmark ran on, and whether an ext4 one has
 a journal: without one, files made soon after many deletions cost several times more
-(benchmarks/PROFILE.md, twenty-second round), so a reader of results.md needs to know."""
+(benchmarks/PROFILE.md, twenty-second round), so a reader of results.md needs to know; and
+it says when a run began soon after an earlier one deleted its scratch."""
 
 from __future__ import annotations
 
+import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -34,3 +37,29 @@ def test_the_header_names_the_filesystem_and_an_ext4_without_a_journal(
         (ext4 / "vdz" / "journal_task").write_text(journal, encoding="utf-8")
     line = benchmark_module("run_all")._filesystem(str(mounts), str(ext4))
     assert line == f"{tempfile.gettempdir()} ({named})"
+
+
+def test_a_run_begun_soon_after_another_deleted_its_scratch_says_so(tmp_path: Path) -> None:
+    run_all = benchmark_module("run_all")
+    mark = tmp_path / "export-bench-deleted"
+    assert run_all.earlier_deletions(mark) is None  # no run before: nothing to say
+    assert run_all.deletions_warning(None) is None
+
+    scratch = tmp_path / "scratch"
+    (scratch / "home" / "blobs").mkdir(parents=True)
+    for n in range(3):
+        (scratch / "home" / "blobs" / f"{n}.json").write_bytes(b"{}")
+    run_all.delete_scratch(scratch, mark)
+    assert not scratch.exists()
+    seconds, files = run_all.earlier_deletions(mark)
+    assert files == 5  # two folders and three files
+    assert 0 <= seconds < 60
+    warning = run_all.deletions_warning((seconds, files))
+    assert warning is not None and "5 scratch files" in warning
+
+    settled = run_all.SETTLE_SECONDS
+    assert run_all.deletions_warning((settled - 1, files)) is not None
+    assert run_all.deletions_warning((settled, files)) is None
+    old = time.time() - settled - 5
+    os.utime(mark, (old, old))
+    assert run_all.deletions_warning(run_all.earlier_deletions(mark)) is None
