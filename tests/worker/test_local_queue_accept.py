@@ -7,19 +7,20 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.local.queue import _NEXT_SESSION, SCHEMA, LocalQueue
-from worker.ports import LockLost
+from worker.local.queue import _NEXT_SESSION, SCHEMA, LocalQueue, LocalSession
+from worker.ports import LockLost, QueueMessage
 
 NOW = 1_000.0
+T = TypeVar("T")
 
 
 @contextmanager
@@ -146,62 +147,58 @@ class Transactions:
         queue._db.read = counted_read  # type: ignore[method-assign]
 
 
-def test_a_waiting_accept_looks_again_with_reads_and_writes_only_to_take(tmp_path: Path) -> None:
+async def while_another_sends(sender: LocalQueue, waiting: Awaitable[T], message_id: str) -> T:
+    """What `waiting` gives when another process sends to conversation-1 0.2 s into it."""
+    later = asyncio.get_running_loop().call_later(
+        0.2,
+        lambda: asyncio.ensure_future(sender.send(b"{}", "conversation-1", message_id=message_id)),
+    )
+    try:
+        return await waiting
+    finally:
+        later.cancel()
+
+
+async def emptied_session(queue: LocalQueue) -> LocalSession:
+    """conversation-1's session, accepted, with its one message received and completed."""
+    await queue.send(b"{}", "conversation-1", message_id="first")
+    session = await queue.accept_session(max_wait=0)
+    assert session is not None
+    first = await session.receive(max_wait=0)
+    assert first is not None
+    await session.complete(first)
+    return session
+
+
+@pytest.mark.parametrize("waiting_for", ["a session", "a message"])
+def test_a_wait_looks_again_with_reads_and_writes_only_to_take(
+    tmp_path: Path, waiting_for: str
+) -> None:
     # Another process's send or settle never waits on a read (WAL); it waits on the write
     # lock, which an idle worker's accepts took twenty times a second each.
     async def main() -> None:
         queue = LocalQueue(tmp_path / "queue.db", lock_duration=30)
         sender = LocalQueue(tmp_path / "queue.db", lock_duration=30)  # another process
+        session = await emptied_session(queue) if waiting_for == "a message" else None
+
+        def wait(seconds: float) -> Awaitable[LocalSession | QueueMessage | None]:
+            if session is None:
+                return queue.accept_session(max_wait=seconds)
+            return session.receive(max_wait=seconds)
+
         seen = Transactions(queue)
-        assert await queue.accept_session(max_wait=0.3) is None
-        assert seen.writes == 1  # the first look, which takes a waiting session at once
+        assert await wait(0.3) is None
+        assert seen.writes == 1  # the first look, which takes what is there at once
         assert seen.reads >= 3
 
         seen.writes = seen.reads = 0
-        later = asyncio.get_running_loop().call_later(
-            0.2, lambda: asyncio.ensure_future(sender.send(b"{}", "conversation-1"))
-        )
-        session = await queue.accept_session(max_wait=5)
-        later.cancel()
-        assert session is not None and session.session_id == "conversation-1"
-        assert seen.writes == 2  # the first look, and the take once a read saw the session
-        await session.close()
-        await sender.close()
-        await queue.close()
-
-    asyncio.run(main())
-
-
-def test_a_waiting_receive_looks_again_with_reads_and_writes_only_to_take(
-    tmp_path: Path,
-) -> None:
-    async def main() -> None:
-        queue = LocalQueue(tmp_path / "queue.db", lock_duration=30)
-        sender = LocalQueue(tmp_path / "queue.db", lock_duration=30)
-        await sender.send(b"{}", "conversation-1", message_id="first")
-        session = await queue.accept_session(max_wait=0)
-        assert session is not None
-        first = await session.receive(max_wait=0)
-        assert first is not None
-        await session.complete(first)
-
-        seen = Transactions(queue)
-        assert await session.receive(max_wait=0.3) is None
-        assert seen.writes == 1
-        assert seen.reads >= 3
-
-        seen.writes = seen.reads = 0
-        later = asyncio.get_running_loop().call_later(
-            0.2,
-            lambda: asyncio.ensure_future(
-                sender.send(b"{}", "conversation-1", message_id="second")
-            ),
-        )
-        second = await session.receive(max_wait=5)
-        later.cancel()
-        assert second is not None and second.message_id == "second"
-        assert seen.writes == 2
-        await session.close()
+        got = await while_another_sends(sender, wait(5), "second")
+        assert got is not None and got.session_id == "conversation-1"
+        assert seen.writes == 2  # the first look, and the take once a read saw something
+        if isinstance(got, LocalSession):
+            await got.close()
+        if session is not None:
+            await session.close()
         await sender.close()
         await queue.close()
 
@@ -216,12 +213,7 @@ def test_a_waiting_receive_still_learns_at_once_that_its_session_lock_is_gone(
     async def main() -> None:
         now = [NOW]
         queue = LocalQueue(tmp_path / "queue.db", lock_duration=30, clock=lambda: now[0])
-        await queue.send(b"{}", "conversation-1")
-        session = await queue.accept_session(max_wait=0)
-        assert session is not None
-        message = await session.receive(max_wait=0)
-        assert message is not None
-        await session.complete(message)
+        session = await emptied_session(queue)
         asyncio.get_running_loop().call_later(0.15, lambda: now.__setitem__(0, NOW + 31))
         started = time.monotonic()
         with pytest.raises(LockLost):
