@@ -858,14 +858,14 @@ def earlier_deletions(mark: Path = DELETED_MARK) -> tuple[float, int] | None:
         return None
 
 
-def deletions_warning(earlier: tuple[float, int] | None) -> str | None:
-    """The results' line for a run that began under SETTLE_SECONDS after an earlier one
-    deleted its scratch; None otherwise."""
-    if earlier is None or earlier[0] >= SETTLE_SECONDS:
+def deletions_warning(earlier: tuple[float, int] | None, filesystem: str) -> str | None:
+    """What to say of a run begun under SETTLE_SECONDS after an earlier one deleted its
+    scratch, on ext4 without a journal (`_filesystem()`); None otherwise."""
+    if earlier is None or earlier[0] >= SETTLE_SECONDS or "without a journal" not in filesystem:
         return None
     seconds, files = earlier
     return (
-        f"- **begun {seconds:.0f} s after an earlier run deleted its {files:,} scratch files** "
+        f"begun {seconds:.0f} s after an earlier run deleted its {files:,} scratch files "
         f"(under {SETTLE_SECONDS // 60} minutes): on ext4 without a journal this run's files "
         "were slower to make for it (PROFILE.md, twenty-second round), so its figures, case "
         "d's most, are not comparable with a run on a settled disk"
@@ -898,7 +898,7 @@ def render(
         *machine(),
         f"- size: {size}; the whole run took {seconds / 60:.1f} min",
         f"- load average (1 min) seen during the run: {load_text}",
-        *([warning] if warning is not None else []),
+        *([f"- **warning**: {warning}"] if warning is not None else []),
         "",
         "## The goals",
         "",
@@ -998,9 +998,9 @@ def main(argv: list[str] | None = None) -> int:
     logs = scratch / "logs"
     logs.mkdir()
     bench = Bench(scratch, logs, opens)
-    warning = deletions_warning(earlier_deletions())
+    warning = deletions_warning(earlier_deletions(), _filesystem())
     if warning is not None:
-        print(f"run_all: {warning[2:].replace('**', '')}", file=sys.stderr, flush=True)
+        print(f"run_all: warning: {warning}", file=sys.stderr, flush=True)
     compile_bytecode()
     bench.note_load("start")
     started = time.perf_counter()

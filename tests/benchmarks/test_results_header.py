@@ -41,9 +41,10 @@ def test_the_header_names_the_filesystem_and_an_ext4_without_a_journal(
 
 def test_a_run_begun_soon_after_another_deleted_its_scratch_says_so(tmp_path: Path) -> None:
     run_all = benchmark_module("run_all")
+    unjournaled = f"{tempfile.gettempdir()} (ext4 without a journal)"
     mark = tmp_path / "export-bench-deleted"
     assert run_all.earlier_deletions(mark) is None  # no run before: nothing to say
-    assert run_all.deletions_warning(None) is None
+    assert run_all.deletions_warning(None, unjournaled) is None
 
     scratch = tmp_path / "scratch"
     (scratch / "home" / "blobs").mkdir(parents=True)
@@ -51,15 +52,17 @@ def test_a_run_begun_soon_after_another_deleted_its_scratch_says_so(tmp_path: Pa
         (scratch / "home" / "blobs" / f"{n}.json").write_bytes(b"{}")
     run_all.delete_scratch(scratch, mark)
     assert not scratch.exists()
-    seconds, files = run_all.earlier_deletions(mark)
+    seconds, files = earlier = run_all.earlier_deletions(mark)
     assert files == 5  # two folders and three files
     assert 0 <= seconds < 60
-    warning = run_all.deletions_warning((seconds, files))
+    warning = run_all.deletions_warning(earlier, unjournaled)
     assert warning is not None and "5 scratch files" in warning
+    # A journaled filesystem reuses freed inodes at once: nothing to warn of.
+    assert run_all.deletions_warning(earlier, f"{tempfile.gettempdir()} (ext4)") is None
 
     settled = run_all.SETTLE_SECONDS
-    assert run_all.deletions_warning((settled - 1, files)) is not None
-    assert run_all.deletions_warning((settled, files)) is None
+    assert run_all.deletions_warning((settled - 1, files), unjournaled) is not None
+    assert run_all.deletions_warning((settled, files), unjournaled) is None
     old = time.time() - settled - 5
     os.utime(mark, (old, old))
-    assert run_all.deletions_warning(run_all.earlier_deletions(mark)) is None
+    assert run_all.deletions_warning(run_all.earlier_deletions(mark), unjournaled) is None
