@@ -5,7 +5,8 @@ change is measured against the code before it in interleaved runs: each round ru
 tree once (in the order A B, then B A), each on its own copy of one seeded home, and the
 median of the rounds is compared. Nothing is deleted until the last round has run: on a
 filesystem without a journal, files made soon after many deletions cost several times more
-(PROFILE.md, twenty-second round).
+(PROFILE.md, twenty-second round). The deletion at the end leaves the mark a full run of
+`run_all.py` reads, to warn when it begins too soon after it.
 
     .venv/bin/python benchmarks/ab_turns.py --tree new=. --tree old=@HEAD~1 --rounds 12
 
@@ -30,9 +31,17 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from run_all import ROOT, Bench, Failed, _published, compile_bytecode, worker_env, workload
-
-PACKAGES = ("worker", "handlers", "schemas")
+from run_all import (
+    PACKAGES,
+    ROOT,
+    Bench,
+    Failed,
+    _published,
+    compile_bytecode,
+    delete_scratch,
+    worker_env,
+    workload,
+)
 
 
 @dataclass
@@ -121,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     except Failed as exc:
         raise SystemExit(str(exc)) from None
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        delete_scratch(scratch)  # and leaves the mark a full run reads (run_all.py)
     return 0
 
 

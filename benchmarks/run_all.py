@@ -38,6 +38,8 @@ ROOT = BENCH.parent
 PYTHON = sys.executable
 WORKER = str(Path(sys.executable).with_name("export-worker"))
 RESULTS = BENCH / "results.md"
+# The worker's packages: what an installed wheel holds, byte-compiled.
+PACKAGES = ("worker", "handlers", "schemas")
 # When a run deletes its scratch it leaves this mark (its time, and how many files went):
 # on ext4 without a journal, files made in the minutes after many deletions cost several
 # times more (PROFILE.md, twenty-second round), so the next run says when it starts too soon.
@@ -816,7 +818,7 @@ def compile_bytecode(root: Path = ROOT) -> None:
     """Write the bytecode caches of the worker's packages under ROOT, as installing a wheel
     does: with PYTHONDONTWRITEBYTECODE set (as on CI machines) an editable install would
     otherwise compile every module of the worker from source on each start (~0.2 s)."""
-    packages = [str(root / name) for name in ("worker", "handlers", "schemas")]
+    packages = [str(root / name) for name in PACKAGES]
     subprocess.run([PYTHON, "-m", "compileall", "-q", *packages], check=True)
 
 
