@@ -18,7 +18,7 @@ from worker.local.backend import open_local_backend
 from worker.observer import NO_OBSERVER, NoObserver
 from worker.ports import Backend, LockLost, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
-from worker.runtime import DRAIN_POLL_SECONDS, Runtime
+from worker.runtime import ACCEPT_WAIT_SECONDS, DRAIN_POLL_SECONDS, Runtime
 from worker.settings import Settings
 
 
@@ -701,8 +701,6 @@ def test_a_stop_ends_waiting_accepts_at_once_and_lets_them_clean_up() -> None:
     # An idle worker's accept waits ACCEPT_WAIT_SECONDS (a new AMQP connection each on
     # Service Bus, so long waits); SIGTERM must not wait for it to come back empty. The
     # accepts are cancelled, and run() returns only once each has cleaned up.
-    from worker import runtime as runtime_module
-
     waits: list[float] = []
     cleaned: list[float] = []
 
@@ -728,8 +726,8 @@ def test_a_stop_ends_waiting_accepts_at_once_and_lets_them_clean_up() -> None:
         return asyncio.get_running_loop().time() - stopped
 
     took = asyncio.run(main())
-    assert waits == [runtime_module.ACCEPT_WAIT_SECONDS] * 2
-    assert runtime_module.ACCEPT_WAIT_SECONDS >= 10
+    assert waits == [ACCEPT_WAIT_SECONDS] * 2
+    assert ACCEPT_WAIT_SECONDS >= 10
     assert cleaned == waits and took < 1.0
 
 
