@@ -19,6 +19,7 @@ from azure.core import exceptions as core
 from azure.cosmos import exceptions as cosmos
 from azure.servicebus import exceptions as sb
 
+from worker.azure import timeouts
 from worker.azure.messages import decoded_properties
 from worker.azure.timeouts import (
     DeadlineExceeded,
@@ -230,6 +231,80 @@ def test_guarded_leaves_unmapped_errors_alone() -> None:
 
     with pytest.raises(sb.ServiceBusAuthenticationError):
         run(guarded(fails(), timeout=1.0))
+
+
+class SwallowsCancels:
+    """An SDK call that drops the first `lost` cancellations it is sent, as the SDK's
+    frame reads under asyncio.wait_for do before Python 3.12 when a frame arrives with
+    the cancellation, and then runs on (an accept: to the end of the service's wait)."""
+
+    def __init__(self, lost: int, runs_on: float = 30.0) -> None:
+        self.lost = lost
+        self.runs_on = runs_on
+        self.cancels = 0
+        self.ended = False
+
+    async def call(self) -> str:
+        try:
+            while True:
+                try:
+                    await asyncio.sleep(self.runs_on)
+                    return "answered"
+                except asyncio.CancelledError:
+                    self.cancels += 1
+                    if self.cancels > self.lost:
+                        raise
+        finally:
+            self.ended = True
+
+
+def test_cancelling_the_caller_ends_an_sdk_call_that_lost_the_cancellation() -> None:
+    sdk = SwallowsCancels(lost=2)
+
+    async def main() -> float:
+        caller = asyncio.ensure_future(guarded(sdk.call(), 60.0, "Service Bus"))
+        await asyncio.sleep(0.05)
+        caller.cancel()
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        return asyncio.get_running_loop().time() - started
+
+    took = run(main())
+    assert sdk.ended and sdk.cancels == 3
+    assert took < 2.0
+
+
+def test_our_deadline_ends_an_sdk_call_that_lost_its_cancellation() -> None:
+    sdk = SwallowsCancels(lost=1)
+
+    async def main() -> None:
+        await guarded(sdk.call(), 0.1, "Service Bus")
+
+    with pytest.raises(DeadlineExceeded):
+        run(main())
+    assert sdk.ended and sdk.cancels == 2
+
+
+def test_a_call_that_keeps_losing_cancellations_is_left_after_the_backstop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(timeouts, "BACKSTOP_SECONDS", 0.3)
+    sdk = SwallowsCancels(lost=10**6, runs_on=1.0)
+
+    async def main() -> bool:
+        caller = asyncio.ensure_future(guarded(sdk.call(), 60.0))
+        await asyncio.sleep(0.05)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(2.0):  # the backstop, not this, ends the wait
+                await caller
+        left_running = not sdk.ended
+        await asyncio.sleep(1.1)  # it ends alone, unobserved, with its own answer
+        return left_running
+
+    assert run(main()) is True
+    assert sdk.ended and sdk.cancels >= 2
 
 
 def test_guarded_iter_maps_an_error_between_pages() -> None:

@@ -24,6 +24,10 @@ pytestmark = pytest.mark.servicebus_broker
 QUEUE = "turns"
 LOCK_SECONDS = 30.0
 WAIT = 10.0
+# Where an accept is cancelled: every CANCEL_STEP_SECONDS from its start through the
+# connection, the claims-based security exchange and the receiver's attach.
+CANCEL_POINTS = 25
+CANCEL_STEP_SECONDS = 0.01
 
 
 @asynccontextmanager
@@ -225,6 +229,34 @@ def test_an_accept_cancelled_while_it_waits_gives_back_its_connection_and_its_pl
             message = await session.receive(WAIT)
             assert message is not None and message.delivery_count == 1
             await session.complete(message)
+            await session.close()
+
+    on_broker(body, ManualClock())
+
+
+def test_an_accept_cancelled_at_any_point_of_its_opening_ends_at_once() -> None:
+    # The SDK reads each AMQP frame under asyncio.wait_for, which before Python 3.12 drops a
+    # cancellation that arrives as a frame does (CPython gh-86296): a SIGTERM meeting the
+    # accept's handshake was lost and the accept ran on to the end of the service's wait
+    # (the worker took 16 s to stop). Cancelled at every point of its opening, an accept
+    # ends at once, gives back its connection and its place, and the next one works.
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker, max_sessions=1) as queue:
+            baseline = broker.open_connections()
+            slowest = 0.0
+            for step in range(CANCEL_POINTS):
+                accept = asyncio.ensure_future(queue.accept_session(WAIT))
+                await asyncio.sleep(step * CANCEL_STEP_SECONDS)
+                accept.cancel()
+                started = time.monotonic()
+                with pytest.raises(asyncio.CancelledError):
+                    await accept
+                slowest = max(slowest, time.monotonic() - started)
+                assert broker.open_connections(expected=baseline) == baseline
+            assert slowest < 2.0, f"a cancelled accept took {slowest:.1f} s to end"
+            await queue.send(b"x", "conv-after")
+            session = await queue.accept_session(WAIT)  # the one place is free again
+            assert session is not None and session.session_id == "conv-after"
             await session.close()
 
     on_broker(body, ManualClock())

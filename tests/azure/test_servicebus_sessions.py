@@ -18,6 +18,7 @@ from azure.servicebus.aio import ServiceBusClient
 from worker.azure.sessions import (
     SDK_SETTLE_OUTCOME_SECONDS,
     AzureSession,
+    HeldSessions,
     ParkedSessions,
     SessionLimits,
     settle_deadline,
@@ -485,3 +486,33 @@ def test_a_delivery_whose_count_was_not_written_is_not_handed_out() -> None:
         assert receiver.state is None
 
     run(main())
+
+
+def test_a_stop_as_a_place_is_given_back_stops_the_wait_for_one() -> None:
+    # A stop cancels an accept waiting for a place; the cancellation must not be lost when
+    # a place is given back in the same instant (asyncio.wait_for before Python 3.12 drops
+    # it, so the place was taken and an accept opened after the stop). Cancelled some turns
+    # of the event loop after the give-back, a wait still waiting ends cancelled, holding
+    # nothing; one that already took the place keeps it.
+    async def stopped_after(turns: int) -> bool:
+        places = HeldSessions(limit=1)
+        assert await places.take(0.0)
+        waiting = asyncio.ensure_future(places.take(30.0))
+        await asyncio.sleep(0.01)
+        places.give_back()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        still_waiting = not waiting.done()
+        waiting.cancel()
+        if still_waiting:
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert len(places) == 0
+        else:
+            assert waiting.result() is True and len(places) == 1
+        return still_waiting
+
+    async def main() -> list[bool]:
+        return [await stopped_after(turns) for turns in range(4)]
+
+    assert asyncio.run(main())[0] is True  # at least the give-back's own turn was a stop

@@ -51,7 +51,13 @@ from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusReceiver
 
 from worker.azure.messages import to_queue_message
-from worker.azure.timeouts import BACKSTOP_SECONDS, SERVICE_BUS, DeadlineExceeded, guarded
+from worker.azure.timeouts import (
+    BACKSTOP_SECONDS,
+    SERVICE_BUS,
+    DeadlineExceeded,
+    cancelled_surely,
+    guarded,
+)
 from worker.logs import get_logger
 from worker.ports import (
     MAX_DELIVERY_COUNT,
@@ -396,8 +402,11 @@ class HeldSessions:
             left = until - loop.time()
             if left <= 0:
                 return False
+            # asyncio.timeout, not wait_for: a stop that came as a place was given back
+            # would be lost (`cancelled_surely`) and an accept opened after it.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._freed.wait(), left)
+                async with asyncio.timeout(left):
+                    await self._freed.wait()
         self._held += 1
         return True
 
@@ -439,7 +448,8 @@ class ParkedSessions:
         try:
             while not self._closing.is_set() and not session.due:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closing.wait(), self._poll)
+                    async with asyncio.timeout(self._poll):
+                        await self._closing.wait()
                 if loop.time() >= next_renewal and not self._closing.is_set():
                     next_renewal = loop.time() + self._renew_every
                     if not await self._renewed(session):
@@ -466,4 +476,5 @@ class ParkedSessions:
 async def close_quietly(closable: Any, timeout: float) -> None:
     """Close an SDK handler, bounded; a failure to close changes nothing for the caller."""
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(closable.close(), timeout + BACKSTOP_SECONDS)
+        async with asyncio.timeout(timeout + BACKSTOP_SECONDS):
+            await cancelled_surely(closable.close())

@@ -42,7 +42,7 @@ import errno
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import aiohttp
 from azure.core import exceptions as core_errors
@@ -64,6 +64,9 @@ T = TypeVar("T")
 # times out first and cleans up after itself, short enough that a hung call is not waited
 # on for long.
 BACKSTOP_SECONDS = 5.0
+# How often an SDK call whose caller was cancelled is cancelled again while it runs on
+# (`cancelled_surely`): a cancellation can be lost inside the SDK.
+CANCEL_REPEAT_SECONDS = 0.25
 
 
 class DeadlineExceeded(TransientError):
@@ -237,12 +240,13 @@ def _describe(exc: BaseException) -> str:
 async def guarded(operation: Awaitable[T], timeout: float, service: str = "") -> T:
     """Await one SDK call within `timeout` seconds; its errors come out as port errors
     (`DeadlineExceeded` when our deadline ended it), their text led by `service` ("Cosmos
-    DB", "Blob Storage", "Service Bus") so a one-line failure says which one it was."""
+    DB", "Blob Storage", "Service Bus") so a one-line failure says which one it was. A
+    cancellation of the caller (a stop, our deadline) ends the call (`cancelled_surely`)."""
     deadline = asyncio.timeout(timeout)
     try:
         with watching_tries() as tries:
             async with deadline:
-                return await operation
+                return await cancelled_surely(operation)
     except TimeoutError as exc:
         if deadline.expired():
             # raised from the last try's error when it raised one, so a dead letter's
@@ -259,6 +263,38 @@ async def guarded(operation: Awaitable[T], timeout: float, service: str = "") ->
             name_service(exc, service)
             raise
         raise _named(type(mapped)(_of(service, str(mapped))), service) from exc
+
+
+async def cancelled_surely(operation: Awaitable[T]) -> T:
+    """Await `operation` (an SDK call) such that cancelling the caller ends it.
+
+    Before Python 3.12, `asyncio.wait_for` hands back the inner result when a cancellation
+    arrives just as the inner call completes, and the cancellation is lost (CPython
+    gh-86296). The Service Bus SDK's AMQP client awaits every frame it reads that way, so a
+    stop that met an arriving frame was dropped and the call ran on: an accept, to the end
+    of the service's 15 s wait, inside a SIGTERM's grace period. Here the call runs as a
+    task of its own: the caller's cancellation always reaches the caller, and the task is
+    cancelled again every `CANCEL_REPEAT_SECONDS` until it ends, for `BACKSTOP_SECONDS` at
+    most (then it is left to end alone, unobserved). What it returns after the caller was
+    cancelled is dropped; an adapter closes what the call opened, as on any cancellation.
+    """
+    call = asyncio.ensure_future(operation)
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + BACKSTOP_SECONDS
+        while not call.done() and loop.time() < give_up:
+            call.cancel()
+            await asyncio.wait((call,), timeout=CANCEL_REPEAT_SECONDS)
+        call.add_done_callback(_outcome_dropped)
+        raise
+
+
+def _outcome_dropped(call: asyncio.Future[Any]) -> None:
+    """Mark a call's error as seen: its caller was cancelled and wants no outcome."""
+    if not call.cancelled():
+        call.exception()
 
 
 async def guarded_iter(
