@@ -33,6 +33,10 @@ pytestmark = pytest.mark.emulated
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 DRAIN_SECONDS = 3.0  # run --drain on an empty queue: from serving to exit
 GRACE_SECONDS = 5.0
+# SIGTERM to exit for a worker whose every session worker waits in an accept: the contract
+# says about a second (docs/contract/delivery.md); 0.4-0.6 s here, 16 s when the SDK lost
+# the cancellation (tests/azure/test_servicebus_adapter_on_broker.py).
+IDLE_EXIT_SECONDS = 3.0
 CONCURRENCY = 2
 
 
@@ -170,7 +174,7 @@ def test_run_drain_on_an_empty_queue_exits_within_seconds(
     assert serving < DRAIN_SECONDS
 
 
-def test_sigterm_during_an_idle_accept_exits_0_within_the_grace_period(
+def test_sigterm_during_an_idle_accept_exits_0_within_about_a_second(
     env: AzureEnvironment, tmp_path: Path
 ) -> None:
     cli = cli_on(
@@ -192,7 +196,7 @@ def test_sigterm_during_an_idle_accept_exits_0_within_the_grace_period(
     rest = worker.stderr.read().decode()
     print(f"SIGTERM while idle: exit {code} after {took:.2f} s")
     assert code == 0 and "worker_stopped" in rest
-    assert took < GRACE_SECONDS
+    assert took < IDLE_EXIT_SECONDS
 
 
 def wait_for_line(stream: Any, marker: bytes, timeout: float) -> bool:
