@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -305,6 +306,42 @@ def test_a_call_that_keeps_losing_cancellations_is_left_after_the_backstop(
 
     assert run(main()) is True
     assert sdk.ended and sdk.cancels >= 2
+
+
+class FailsOnCancel:
+    """An SDK call that, cancelled, fails with an error of its own instead (a connection
+    torn down under it), a little later."""
+
+    async def call(self) -> str:
+        try:
+            await asyncio.sleep(30.0)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.3)
+            raise ConnectionResetError("torn down") from None
+        return "answered"
+
+
+def test_a_call_failing_after_its_caller_was_cancelled_twice_leaves_no_unseen_error() -> None:
+    # The second cancellation reaches the caller while it still repeats the first to the
+    # call: the call's later error was asked for by nobody and must not be reported as
+    # "exception was never retrieved".
+    unseen: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: unseen.append(ctx))
+        caller = asyncio.ensure_future(guarded(FailsOnCancel().call(), 60.0))
+        await asyncio.sleep(0.05)
+        caller.cancel()
+        await asyncio.sleep(0.05)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        await asyncio.sleep(0.5)  # the call fails alone
+        gc.collect()
+        await asyncio.sleep(0)
+
+    run(main())
+    assert unseen == []
 
 
 def test_guarded_iter_maps_an_error_between_pages() -> None:

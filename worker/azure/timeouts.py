@@ -282,12 +282,14 @@ async def cancelled_surely(operation: Awaitable[T]) -> T:
     try:
         return await asyncio.shield(call)
     except asyncio.CancelledError:
+        # First: a second cancellation may end the repeats below, and the call's outcome
+        # is wanted by nobody either way.
+        call.add_done_callback(_outcome_dropped)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + BACKSTOP_SECONDS
         while not call.done() and loop.time() < give_up:
             call.cancel()
             await asyncio.wait((call,), timeout=CANCEL_REPEAT_SECONDS)
-        call.add_done_callback(_outcome_dropped)
         raise
 
 
