@@ -34,7 +34,7 @@ PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 DRAIN_SECONDS = 3.0  # run --drain on an empty queue: from serving to exit
 GRACE_SECONDS = 5.0
 # SIGTERM to exit for a worker whose every session worker waits in an accept: the contract
-# says about a second (docs/contract/delivery.md); 0.4-0.6 s here, 16 s when the SDK lost
+# says about a second (docs/contract/delivery.md); 0.3-0.6 s here, 16 s when the SDK lost
 # the cancellation (tests/azure/test_servicebus_adapter_on_broker.py).
 IDLE_EXIT_SECONDS = 3.0
 CONCURRENCY = 2
