@@ -37,6 +37,9 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,15 +90,29 @@ def _emulators_module() -> Any:
     return module
 
 
-def measure(
-    turns: int, scratch: Path, with_local: bool, settings: dict[str, str] | None = None
-) -> AzureRun:
-    """Start what is missing, measure, stop what was started."""
+class Unavailable(Exception):
+    """The stand-ins could not be started (or were switched off): the reason, for the report."""
+
+
+@dataclass(frozen=True)
+class StandIns:
+    """Where the Azure backend's services are, for a worker started with `env`."""
+
+    env: dict[str, str]
+    environment: Any  # tests/emulated's AzureEnvironment, or None on a namespace of one's own
+    node_pids: tuple[int, ...]  # the servers this run started, for their CPU time
+
+
+@contextmanager
+def stand_ins(scratch: Path, settings: dict[str, str] | None = None) -> Iterator[StandIns]:
+    """Start what is missing (Azurite, cosmosdb-server, the test broker) and stop what was
+    started when the block ends; with `EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING` set, the
+    environment as it is. Raises `Unavailable` when they cannot run."""
     if os.environ.get(SKIP_ENV) == "1":
-        return AzureRun(f"not run: {SKIP_ENV}=1")
+        raise Unavailable(f"{SKIP_ENV}=1")
     if os.environ.get("EXPORT_WORKER_SERVICEBUS_CONNECTION_STRING"):
-        env = {**os.environ, **(settings or {})}
-        return _measure_on(turns, scratch, env, None, with_local)
+        yield StandIns({**os.environ, **(settings or {})}, None, ())
+        return
     started: Path | None = None
     emulators = _emulators_module()
     if not all(os.environ.get(name) for name in REUSE_ENV):
@@ -104,20 +121,49 @@ def measure(
             os.environ.update(emulators.start(started))
         except (SystemExit, RuntimeError, OSError) as exc:
             emulators.stop(started)
-            return AzureRun(f"not run: Azurite or cosmosdb-server did not start ({exc})")
+            raise Unavailable(f"Azurite or cosmosdb-server did not start ({exc})") from exc
     try:
         sys.path.insert(0, str(ROOT))
         from tests.emulated.azure_environment import azure_environment
 
         with azure_environment() as environment:
-            env = environment.env(**(settings or {}))
-            pids = _started_pids(started)
-            run = _measure_on(turns, scratch, env, environment, with_local, pids)
+            yield StandIns(environment.env(**(settings or {})), environment, _started_pids(started))
             asyncio.run(environment.drop_database())
-            return run
     finally:
         if started is not None:
             emulators.stop(started)
+
+
+def create_resources(home: Path, env: dict[str, str], logs: Path, failed: type[Exception]) -> None:
+    """The database, its containers and the blob containers, as a deployment has them (the
+    measured worker runs with resource creation off, as in production)."""
+    setup = {**env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "true"}
+    nothing = logs / "nothing.json"
+    nothing.write_text("{}", encoding="utf-8")
+    created = subprocess.run(
+        [str(Path(PYTHON).with_name("export-worker")), "dev", "seed", str(nothing)],
+        cwd=home,
+        env=setup,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if created.returncode != 0:
+        raise failed(f"az: creating the resources failed: {created.stderr[-1500:]}")
+    asyncio.run(_create_blob_containers(env))
+
+
+def measure(
+    turns: int, scratch: Path, with_local: bool, settings: dict[str, str] | None = None
+) -> AzureRun:
+    """Start what is missing, measure, stop what was started."""
+    try:
+        with stand_ins(scratch, settings) as found:
+            return _measure_on(
+                turns, scratch, found.env, found.environment, with_local, found.node_pids
+            )
+    except Unavailable as exc:
+        return AzureRun(f"not run: {exc}")
 
 
 def _measure_on(
@@ -138,29 +184,16 @@ def _measure_on(
     setup = {**env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "true"}
     run_env = {**env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "false"}
     home = bench.home("az")
-    # The database, its containers and the blob containers, as a deployment has them.
-    nothing = logs / "nothing.json"
-    nothing.write_text("{}", encoding="utf-8")
-    created = subprocess.run(
-        [str(Path(PYTHON).with_name("export-worker")), "dev", "seed", str(nothing)],
-        cwd=home,
-        env=setup,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if created.returncode != 0:
-        raise Failed(f"az: creating the resources failed: {created.stderr[-1500:]}")
-    asyncio.run(_create_blob_containers(env))
+    create_resources(home, env, logs, Failed)
 
-    stand_ins: dict[str, list[float]] = {}
+    servers_cpu: dict[str, list[float]] = {}
 
     def counted(name: str) -> tuple[Measured, list[dict[str, Any]], dict[str, Counter[str]]]:
         calls_file = logs / f"{name}.http.json"
         before = broker.operations() if broker else {}
         cpu_before = _stand_ins_cpu(node_pids)
         usage, _ = bench.launch(name, [PYTHON, "-c", RUNNER, str(calls_file)], home, run_env)
-        stand_ins[name] = [
+        servers_cpu[name] = [
             b - a for a, b in zip(cpu_before, _stand_ins_cpu(node_pids), strict=True)
         ]
         after = broker.operations() if broker else {}
@@ -183,7 +216,7 @@ def _measure_on(
         }
     else:
         notes.append("Service Bus operations not counted: a namespace this run did not start")
-    run_cpu, empty_cpu = stand_ins["az-worker"], stand_ins["az-empty"]
+    run_cpu, empty_cpu = servers_cpu["az-worker"], servers_cpu["az-empty"]
     broker_ms, nodes_ms = ((r - e) / turns * 1000 for r, e in zip(run_cpu, empty_cpu, strict=True))
     if broker is not None:
         notes.append(

@@ -23,7 +23,7 @@ import contextlib
 import hashlib
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -164,14 +164,14 @@ async def seed_wide(backend: Backend, home: Path, groups: int, fmt: str) -> dict
 # --------------------------------------------------------------------------------------
 # Headline turns: the public headline fixture under new ids, one conversation each
 # --------------------------------------------------------------------------------------
-def headline_copies(count: int) -> list[tuple[dict[str, Any], list[str]]]:
-    """`count` renamed copies of the headline fixture, each with its two winning artifacts."""
+def headline_copies(count: int) -> Iterator[tuple[dict[str, Any], list[str]]]:
+    """`count` renamed copies of the headline fixture, each with its two winning artifacts,
+    made one at a time (a soak's thousands of copies would hold ~0.4 MB each)."""
     text = HEADLINE.read_text(encoding="utf-8")
     (event,) = json.loads(text)["events"]
     expected = json.loads(HEADLINE_EXPECTED.read_text(encoding="utf-8"))
     (turn,) = expected["turns"].values()
     winners = turn["export"]["source_artifacts_include"]
-    out = []
     for n in range(count):
         renames = [
             (event["conversation_id"], f"conv_hl_{n:05d}"),
@@ -183,8 +183,7 @@ def headline_copies(count: int) -> list[tuple[dict[str, Any], list[str]]]:
         for old, new in renames:
             renamed = renamed.replace(old, new)
             paths = [p.replace(old, new) for p in paths]
-        out.append((json.loads(renamed), paths))
-    return out
+        yield json.loads(renamed), paths
 
 
 async def seed_headline(backend: Backend, home: Path, turns: int) -> dict[str, Any]:
