@@ -5,11 +5,12 @@ a process that is neither the measured one nor its parent). Each mode prints one
 object on stdout:
 
     python benchmarks/workloads.py seed-rows HOME --pages 10 --rows 100000 --format csv
-    python benchmarks/workloads.py seed-headline HOME --turns 100
+    python benchmarks/workloads.py seed-headline HOME --turns 100 [--start 0]
     python benchmarks/workloads.py seed-reach-back HOME
     python benchmarks/workloads.py seed-wide HOME --groups 4000 --format xlsx
     python benchmarks/workloads.py seed-empty HOME
     python benchmarks/workloads.py outcome HOME
+    python benchmarks/workloads.py forget-messages HOME --turns 100 --start 0   # Azure only
 
 Backend: the local one under HOME by default; with `--backend azure` the one the
 EXPORT_WORKER_* environment configures (the Service Bus case of `run_all.py`).
@@ -164,7 +165,7 @@ async def seed_wide(backend: Backend, home: Path, groups: int, fmt: str) -> dict
 # --------------------------------------------------------------------------------------
 # Headline turns: the public headline fixture under new ids, one conversation each
 # --------------------------------------------------------------------------------------
-def headline_copies(count: int) -> Iterator[tuple[dict[str, Any], list[str]]]:
+def headline_copies(count: int, start: int = 0) -> Iterator[tuple[dict[str, Any], list[str]]]:
     """`count` renamed copies of the headline fixture, each with its two winning artifacts,
     made one at a time (a soak's thousands of copies would hold ~0.4 MB each)."""
     text = HEADLINE.read_text(encoding="utf-8")
@@ -172,7 +173,7 @@ def headline_copies(count: int) -> Iterator[tuple[dict[str, Any], list[str]]]:
     expected = json.loads(HEADLINE_EXPECTED.read_text(encoding="utf-8"))
     (turn,) = expected["turns"].values()
     winners = turn["export"]["source_artifacts_include"]
-    for n in range(count):
+    for n in range(start, start + count):
         renames = [
             (event["conversation_id"], f"conv_hl_{n:05d}"),
             (event["turn_id"], f"turn_hl_{n:05d}"),
@@ -186,10 +187,11 @@ def headline_copies(count: int) -> Iterator[tuple[dict[str, Any], list[str]]]:
         yield json.loads(renamed), paths
 
 
-async def seed_headline(backend: Backend, home: Path, turns: int) -> dict[str, Any]:
-    """TURNS headline turns, one conversation (one session) each, queued in order."""
+async def seed_headline(backend: Backend, home: Path, turns: int, start: int = 0) -> dict[str, Any]:
+    """TURNS headline turns, one conversation (one session) each, queued in order; their
+    numbers (in the ids) from START on."""
     seeded = []
-    for fixture, winners in headline_copies(turns):
+    for fixture, winners in headline_copies(turns, start):
         await seed(seeding(backend), fixture)
         (event,) = fixture["events"]
         seeded.append(
@@ -201,6 +203,30 @@ async def seed_headline(backend: Backend, home: Path, turns: int) -> dict[str, A
             }
         )
     return {"turns": seeded}
+
+
+async def forget_headline_messages(home: Path, turns: int, start: int) -> dict[str, Any]:
+    """Delete the stored messages of headline turns START.. on the Azure backend's Cosmos DB
+    (a soak's served waves: cosmosdb-server reads every stored message for each history
+    query, so a turn there costs more with each conversation kept)."""
+    from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+    from worker.azure.cosmos import CosmosAccount
+    from worker.settings import Settings
+
+    settings = Settings(backend="azure")
+    account = CosmosAccount(settings).acquire()
+    deleted = 0
+    try:
+        container = await account.container(settings.messages_container)
+        for fixture, _ in headline_copies(turns, start):
+            for message in fixture["messages"]:
+                with contextlib.suppress(CosmosResourceNotFoundError):
+                    await container.delete_item(message["id"], message["conversation_id"])
+                    deleted += 1
+    finally:
+        await account.release()
+    return {"deleted": deleted}
 
 
 # --------------------------------------------------------------------------------------
@@ -379,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed-wide",
             "seed-empty",
             "outcome",
+            "forget-messages",
         ),
     )
     parser.add_argument("home", type=Path)
@@ -386,18 +413,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--format", default="csv", choices=sorted(REQUESTS))
     parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--start", type=int, default=0, help="the first headline copy's number")
     parser.add_argument("--groups", type=int, default=4000)
     parser.add_argument("--backend", choices=("local", "azure"), default="local")
     args = parser.parse_args(argv)
     works: dict[str, Callable[[Backend, Path], Awaitable[dict[str, Any]]]] = {
         "seed-rows": lambda b, h: seed_rows(b, h, args.pages, args.rows, args.format),
-        "seed-headline": lambda b, h: seed_headline(b, h, args.turns),
+        "seed-headline": lambda b, h: seed_headline(b, h, args.turns, args.start),
         "seed-reach-back": seed_reach_back,
         "seed-wide": lambda b, h: seed_wide(b, h, args.groups, args.format),
         "seed-empty": seed_empty,
         "outcome": outcome,
     }
-    answer = asyncio.run(_with_backend(args.home, args.backend == "azure", works[args.mode]))
+    if args.mode == "forget-messages":
+        answer = asyncio.run(forget_headline_messages(args.home, args.turns, args.start))
+    else:
+        answer = asyncio.run(_with_backend(args.home, args.backend == "azure", works[args.mode]))
     sys.stdout.write(json.dumps(answer) + "\n")
     return 0
 
