@@ -192,14 +192,18 @@ class Watched:
         self._stopping = False
         self._log = open(watch.scratch / "worker.log", "wb")  # noqa: SIM115 (closed in finish)
         self.started = time.perf_counter()
-        self.worker = subprocess.Popen(
-            command,
-            cwd=home,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        try:
+            self.worker = subprocess.Popen(
+                command,
+                cwd=home,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        except BaseException:
+            self._log.close()
+            raise
         assert self.worker.stderr is not None
         self._reader = threading.Thread(
             target=_count_published, args=(self.worker.stderr, self._log, self.published)
@@ -245,7 +249,13 @@ class Watched:
 
 def watched_run(home: Path, env: dict[str, str], watch: Watch) -> tuple[int, float, list[Sample]]:
     """Run `export-worker run --drain` in HOME; its exit code, wall and samples."""
-    return Watched(home, env, watch, "--drain").finish(stop=False)
+    watched = Watched(home, env, watch, "--drain")
+    try:
+        watched.sample_while(lambda: True)
+    except BaseException:  # interrupted: the worker is stopped, not left draining
+        watched.finish(stop=True)
+        raise
+    return watched.finish(stop=False)
 
 
 @dataclass(frozen=True)
