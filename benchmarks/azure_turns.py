@@ -206,7 +206,7 @@ def _measure_on(
     )
     project, calls, sb = counted("az-worker")
     outcome = workload("outcome", home, "--backend", "azure", env=setup)
-    notes = _check(outcome, manifest, turns, environment, Failed)
+    notes = check_outcome(outcome, manifest, turns, environment, Failed)
     blob_host = _blob_host(env)
     operations = per_turn(http_totals(calls, blob_host), http_totals(empty_calls, blob_host), turns)
     if broker is not None:
@@ -282,7 +282,7 @@ def _blob_host(env: dict[str, str]) -> str:
     return urlsplit(fields.get("BlobEndpoint", "")).netloc
 
 
-def _check(
+def check_outcome(
     outcome: dict[str, Any],
     manifest: dict[str, Any],
     turns: int,

@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from azure_turns import StandIns, Unavailable, create_resources, stand_ins
+from azure_turns import StandIns, Unavailable, check_outcome, create_resources, stand_ins
 from run_all import PYTHON, Failed, delete_scratch, worker_env, workload
 
 WORKER = str(Path(PYTHON).with_name("export-worker"))
@@ -369,13 +369,11 @@ def _check_local(outcome: dict[str, Any], manifest: dict[str, Any], turns: int) 
 
 def soak_azure(watch: Watch) -> Soak:
     """The turns on the Azure backend's stand-ins (or a namespace's)."""
-    from azure_turns import _check
-
     with stand_ins(watch.scratch) as found:
-        return _soak_on(found, watch, _check)
+        return _soak_on(found, watch)
 
 
-def _soak_on(found: StandIns, watch: Watch, check: Callable[..., list[str]]) -> Soak:
+def _soak_on(found: StandIns, watch: Watch) -> Soak:
     """The worker serves (`run`, stopped with SIGTERM at the end) while the turns are seeded
     a wave at a time; a served wave's messages are deleted before the next is seeded."""
     turns, home = watch.turns, watch.scratch / "home"
@@ -406,7 +404,7 @@ def _soak_on(found: StandIns, watch: Watch, check: Callable[..., list[str]]) -> 
     if code != 0:
         raise Failed(f"the worker exited {code}; its log: {watch.scratch / 'worker.log'}")
     outcome = workload("outcome", home, "--backend", "azure", env=setup)
-    notes = check(outcome, {"turns": seeded}, turns, found.environment, Failed)
+    notes = check_outcome(outcome, {"turns": seeded}, turns, found.environment, Failed)
     notes.append(
         f"`run` served while the turns were seeded {watch.wave} at a time, each wave's "
         "messages deleted once it was served (cosmosdb-server reads every stored message for "

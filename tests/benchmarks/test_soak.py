@@ -74,3 +74,14 @@ def test_a_turn_not_published_from_its_winning_artifacts_fails_the_soak() -> Non
         module._check_local(outcome(["a", "c"]), manifest, 1)
     with pytest.raises(module.Failed, match="1 turn records for 2 turns"):
         module._check_local(outcome(["a", "b"]), manifest, 2)
+
+
+def test_an_azure_soak_that_cannot_run_says_why_and_measures_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EXPORT_WORKER_SKIP_EMULATED", "1")
+    proc = run_script("soak.py", "--backend", "azure", "--turns", "5", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert runs == {"azure": {"skipped": "EXPORT_WORKER_SKIP_EMULATED=1"}}
+    assert "## azure backend: not run: EXPORT_WORKER_SKIP_EMULATED=1" in proc.stdout
