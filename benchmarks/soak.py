@@ -333,7 +333,7 @@ def soak_local(watch: Watch) -> Soak:
     code, wall, samples = watched_run(home, env, watch)
     if code != 0:
         raise Failed(f"the worker exited {code}; its log: {watch.scratch / 'worker.log'}")
-    notes = _check_local(workload("outcome", home, env=env), manifest, watch.turns)
+    notes = check_outcome(workload("outcome", home, env=env), manifest, watch.turns, None, Failed)
     return _soak("local", watch, (wall, samples), notes)
 
 
@@ -347,24 +347,6 @@ def _soak(
     heap = heap_growth(watch.scratch / "snapshots") if watch.trace else None
     wall, samples = run
     return Soak(backend, watch.turns, wall, tuple(samples), tuple(notes), heap, command)
-
-
-def _check_local(outcome: dict[str, Any], manifest: dict[str, Any], turns: int) -> list[str]:
-    """Fail unless every turn was published from its two winning artifacts."""
-    exports = outcome["exports"]
-    winners = {t["turn_id"]: sorted(t["blobs"]) for t in manifest["turns"]}
-    wrong = [
-        e["turn_id"]
-        for e in exports
-        if e["decision"] != "published"
-        or sorted(e["export"]["source_artifacts"]) != winners.get(e["turn_id"])
-    ]
-    if len(exports) != turns or wrong or outcome["dead_letters"]:
-        raise Failed(
-            f"local: {len(exports)} turn records for {turns} turns, wrong: {wrong[:5]}, "
-            f"dead letters: {outcome['dead_letters']}"
-        )
-    return [f"{turns} turn records `published`, each from its 2 winning artifacts"]
 
 
 def soak_azure(watch: Watch) -> Soak:

@@ -62,18 +62,18 @@ def test_the_growth_reads_only_the_second_half_of_the_turns() -> None:
 
 
 def test_a_turn_not_published_from_its_winning_artifacts_fails_the_soak() -> None:
-    module = soak()
+    module = soak()  # the local soak checks its outcome as case az does, without the services
     manifest = {"turns": [{"turn_id": "t1", "blobs": ["a", "b"]}]}
 
     def outcome(sources: list[str], decision: str = "published") -> dict[str, object]:
         export = {"turn_id": "t1", "decision": decision, "export": {"source_artifacts": sources}}
-        return {"exports": [export], "dead_letters": []}
+        return {"exports": [export], "dead_letters": [], "unexported_decisions": []}
 
-    assert module._check_local(outcome(["b", "a"]), manifest, 1)
-    with pytest.raises(module.Failed, match="wrong: \\['t1'\\]"):
-        module._check_local(outcome(["a", "c"]), manifest, 1)
-    with pytest.raises(module.Failed, match="1 turn records for 2 turns"):
-        module._check_local(outcome(["a", "b"]), manifest, 2)
+    assert module.check_outcome(outcome(["b", "a"]), manifest, 1, None, module.Failed)
+    with pytest.raises(module.Failed, match="t1 read other artifacts than its winning two"):
+        module.check_outcome(outcome(["a", "c"]), manifest, 1, None, module.Failed)
+    with pytest.raises(module.Failed, match="1 turns published, expected 2"):
+        module.check_outcome(outcome(["a", "b"]), manifest, 2, None, module.Failed)
 
 
 def test_an_azure_soak_that_cannot_run_says_why_and_measures_nothing(
