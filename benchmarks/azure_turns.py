@@ -134,10 +134,16 @@ def stand_ins(scratch: Path, settings: dict[str, str] | None = None) -> Iterator
             emulators.stop(started)
 
 
+def creating(env: dict[str, str], create: bool) -> dict[str, str]:
+    """ENV with the worker's resource creation on (seeding, setting up) or off (the measured
+    worker, as in production)."""
+    return {**env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "true" if create else "false"}
+
+
 def create_resources(home: Path, env: dict[str, str], logs: Path, failed: type[Exception]) -> None:
     """The database, its containers and the blob containers, as a deployment has them (the
     measured worker runs with resource creation off, as in production)."""
-    setup = {**env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "true"}
+    setup = creating(env, True)
     nothing = logs / "nothing.json"
     nothing.write_text("{}", encoding="utf-8")
     created = subprocess.run(
@@ -181,8 +187,7 @@ def _measure_on(
     logs.mkdir(parents=True, exist_ok=True)
     bench = Bench(scratch, logs, "audit")
     broker = environment.broker if environment is not None else None
-    setup = {**env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "true"}
-    run_env = {**env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "false"}
+    setup, run_env = creating(env, True), creating(env, False)
     home = bench.home("az")
     create_resources(home, env, logs, Failed)
 

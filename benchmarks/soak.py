@@ -51,7 +51,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from azure_turns import StandIns, Unavailable, check_outcome, create_resources, stand_ins
+from azure_turns import (
+    StandIns,
+    Unavailable,
+    check_outcome,
+    create_resources,
+    creating,
+    stand_ins,
+)
 from run_all import PYTHON, Failed, delete_scratch, worker_env, workload
 
 WORKER = str(Path(PYTHON).with_name("export-worker"))
@@ -361,8 +368,7 @@ def _soak_on(found: StandIns, watch: Watch) -> Soak:
     turns, home = watch.turns, watch.scratch / "home"
     home.mkdir()
     create_resources(home, found.env, watch.scratch, Failed)
-    setup = {**found.env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "true"}
-    run_env = {**found.env, "EXPORT_WORKER_COSMOS_CREATE_RESOURCES": "false"}
+    setup, run_env = creating(found.env, True), creating(found.env, False)
     seeded: list[dict[str, Any]] = []
     watched = Watched(home, run_env, watch)
     try:
