@@ -245,7 +245,8 @@ class Readiness:
         error: str | None = None
         dependency: str | None = None
         try:
-            await asyncio.wait_for(self._check(), self._check_timeout)
+            async with asyncio.timeout(self._check_timeout):  # wait_for can drop a cancel
+                await self._check()
         except Unreachable as exc:
             error, dependency = exc.error, exc.dependency
         except Exception as exc:  # any failure means "not reachable"; only its type is kept

@@ -258,7 +258,8 @@ def reachability_check(
         refused)")."""
         with watching_tries() as tries:
             try:
-                await asyncio.wait_for(reads[name](), read_timeout)
+                async with asyncio.timeout(read_timeout):  # wait_for can drop a cancel
+                    await reads[name]()
             except Exception as exc:
                 return tries.after(type(exc).__name__)
         return None

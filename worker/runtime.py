@@ -367,8 +367,11 @@ class Runtime:
         return accept.result()
 
     async def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, less if the worker stops. `asyncio.timeout`, not `wait_for`: before
+        Python 3.12, `wait_for` drops a cancellation that arrives as the stop does (gh-86296)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
 
 
 def _message_ids(message: QueueMessage) -> dict[str, Any]:

@@ -295,14 +295,36 @@ def test_every_number_a_verdict_shows_is_rounded_to_milliseconds() -> None:
 
 def test_the_check_is_given_five_seconds_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     # docs/operations.md: "run at most every 10 s, 5 s timeout".
-    given: list[float] = []
-    wait_for = asyncio.wait_for
+    given: list[float | None] = []
+    timeout = asyncio.timeout
 
-    async def recording(awaitable: object, timeout: float) -> object:
-        given.append(timeout)
-        return await wait_for(awaitable, timeout)  # type: ignore[arg-type]
+    def recording(delay: float | None) -> asyncio.Timeout:
+        given.append(delay)
+        return timeout(delay)
 
-    monkeypatch.setattr(asyncio, "wait_for", recording)
+    monkeypatch.setattr(asyncio, "timeout", recording)
     ready = Readiness(Check(), clock=FakeClock())
     ready.opened()
     assert asyncio.run(ready.verdict()).ok and given == [5.0]
+
+
+def test_a_check_cancelled_as_it_answers_ends_cancelled() -> None:
+    # Before Python 3.12, asyncio.wait_for hands back the inner result when a cancellation
+    # arrives as the inner call ends (CPython gh-86296): a probe cancelled as the check
+    # answered recorded the answer and returned a verdict instead of ending cancelled.
+    answered = asyncio.Event()
+
+    async def check() -> None:
+        await answered.wait()
+
+    async def main() -> None:
+        ready = Readiness(check, clock=FakeClock())
+        ready.opened()
+        probe = asyncio.create_task(ready.verdict())
+        await asyncio.sleep(0)  # the check is waiting for its answer
+        answered.set()
+        probe.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await probe
+
+    asyncio.run(asyncio.wait_for(main(), timeout=10))

@@ -797,3 +797,27 @@ def test_failed_accepts_back_off_and_name_their_cause(monkeypatch: pytest.Monkey
     assert set(pauses) >= {entry["retry_in"] for entry in failed}
     assert failed[0]["error"].startswith("TransientError at ")
     assert failed[0]["error"].endswith("from ConnectionRefusedError ECONNREFUSED")
+
+
+def test_a_pause_cancelled_as_the_stop_arrives_ends_cancelled() -> None:
+    # Before Python 3.12, asyncio.wait_for hands back the inner result when a cancellation
+    # arrives as the inner wait ends (CPython gh-86296): a pause cancelled in the same
+    # moment as the stop returned as if it had run its course.
+    async def main() -> None:
+        runtime = Runtime(
+            ScriptedHandler(None, {}),  # type: ignore[arg-type]
+            UnreachableQueue([]),  # type: ignore[arg-type]
+            concurrency=1,
+            retry=RetryPolicy.no_waiting(),
+            lock_duration=60,
+            session_idle=0.05,
+            shutdown_grace=1,
+        )
+        pause = asyncio.create_task(runtime._pause(30))
+        await asyncio.sleep(0)  # the pause is waiting
+        runtime.stop()
+        pause.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pause
+
+    asyncio.run(asyncio.wait_for(main(), timeout=10))
