@@ -45,6 +45,7 @@ from typing import Any
 
 from azure_counts import http_totals, per_turn, tally_between
 from azure_report import AzureRun, Measured, operations_section, parse_output
+from stopping import run_stoppably, stoppable
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -66,11 +67,8 @@ RUNNER = (
 def azure_case(bench: Any, turns: int, failed: type[Exception]) -> AzureRun:
     """run_all's case az: measure in a process of its own (it hosts the broker), parse it."""
     scratch = bench.home("az")
-    proc = subprocess.run(
-        [PYTHON, str(BENCH / "azure_turns.py"), "--turns", str(turns), "--scratch", str(scratch)],
-        capture_output=True,
-        text=True,
-        check=False,
+    proc = run_stoppably(  # stopped, it stops the stand-ins it started
+        [PYTHON, str(BENCH / "azure_turns.py"), "--turns", str(turns), "--scratch", str(scratch)]
     )
     (bench.logs / "az.out").write_text(proc.stdout, encoding="utf-8")
     (bench.logs / "az.err").write_text(proc.stderr, encoding="utf-8")
@@ -386,4 +384,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stoppable(main))

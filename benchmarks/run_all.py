@@ -32,6 +32,7 @@ from typing import Any
 
 from azure_report import AzureRun, operations_section, summary_cells
 from azure_turns import azure_case as measure_azure
+from stopping import Stopped, run_stoppably, stoppable
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -100,13 +101,10 @@ class Bench:
         """Run COMMAND under the small launcher; its usage and its stdout."""
         out, err = self.logs / f"{name}.out", self.logs / f"{name}.err"
         launcher = [PYTHON, "-S", str(BENCH / "launch.py"), str(out), str(err), str(cwd), "--"]
-        proc = subprocess.run(
+        proc = run_stoppably(  # stopped, the launcher passes SIGTERM on to the worker
             [*launcher, *command],
             env=env if env is not None else clean_env(),
             stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            check=False,
         )
         if proc.returncode != 0:
             raise Failed(f"launcher for {name} failed: {proc.stderr[-1000:]}")
@@ -1011,6 +1009,10 @@ def main(argv: list[str] | None = None) -> int:
     except Failed as exc:
         print(f"run_all: {exc}\n(logs kept in {logs})", file=sys.stderr)
         return 1
+    except (Stopped, KeyboardInterrupt):
+        if not args.keep:  # what was started is stopped by now; its homes go too
+            delete_scratch(scratch)
+        raise
     text = render(report, args, time.perf_counter() - started, bench.loads, warning)
     if not args.keep:
         delete_scratch(scratch)
@@ -1021,4 +1023,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stoppable(main))

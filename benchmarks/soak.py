@@ -60,6 +60,7 @@ from azure_turns import (
     stand_ins,
 )
 from run_all import PYTHON, Failed, delete_scratch, worker_env, workload
+from stopping import stoppable
 
 WORKER = str(Path(PYTHON).with_name("export-worker"))
 ROOT = Path(__file__).resolve().parents[1]
@@ -498,8 +499,6 @@ def main(argv: list[str] | None = None) -> int:
         "second half (slower; its resident set then includes tracemalloc's own)",
     )
     args = parser.parse_args(argv)
-    # A stop (SIGTERM) unwinds like an error, so the servers a run started are stopped too.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     backend = args.backend or ("local" if args.quick else "both")
     backends = ["local", "azure"] if backend == "both" else [backend]
     interval = 0.05 if args.quick else args.interval
@@ -538,4 +537,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stoppable(main))  # a stop unwinds: the worker and the servers it started stop too

@@ -4,15 +4,23 @@ counts what each turn asked of Service Bus, Blob Storage and Cosmos DB."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.benchmarks.script_runs import run_script
+from tests.benchmarks.script_runs import BENCHMARKS, benchmark_module, run_script
+from tests.benchmarks.test_stopping import alive, command_line, processes_in, wait_until
 from tests.emulated.azure_environment import emulators_missing
 
 pytestmark = pytest.mark.emulated
+
+REUSE_ENV = benchmark_module("azure_turns").REUSE_ENV
 
 
 def test_az_case_publishes_every_turn_and_counts_each_turns_operations(tmp_path: Path) -> None:
@@ -64,3 +72,38 @@ def test_the_soak_serves_every_turn_on_the_stand_ins_and_samples_the_worker(
     # SIGTERM with exit code 0.
     assert "sha256 matches their record" in proc.stdout, proc.stdout[-2000:]
     assert "seeded 2 at a time" in proc.stdout and "exit code 0" in proc.stdout
+
+
+def test_an_az_run_stopped_with_sigterm_stops_the_stand_ins_it_started(tmp_path: Path) -> None:
+    # They run in sessions of their own: before, a SIGTERM left both servers running.
+    reason = emulators_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    env = {k: v for k, v in os.environ.items() if k not in REUSE_ENV}  # so it starts its own
+    scratch = tmp_path / "scratch"
+    proc = subprocess.Popen(
+        [sys.executable, str(BENCHMARKS / "azure_turns.py"), "--turns", "50",
+         "--scratch", str(scratch)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    pids_file = scratch / "emulators" / "pids.json"
+    servers: list[int] = []
+    try:
+        wait_until(
+            lambda: any(b"--drain" in command_line(pid) for pid in processes_in(tmp_path)),
+            180,
+            "the measured worker",
+        )
+        servers = list(json.loads(pids_file.read_text(encoding="utf-8")).values())
+        assert len(servers) == 2 and all(alive(pid) for pid in servers)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+        left = [pid for pid in servers if alive(pid)]
+    finally:
+        proc.kill()
+        for pid in servers:  # a failing run does not leave them to the next test
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert left == [], err[-3000:]
+    assert [pid for pid in processes_in(tmp_path) if alive(pid)] == [], err[-3000:]

@@ -1,0 +1,149 @@
+"""A benchmark stopped with SIGTERM (or Ctrl-C) leaves no measured worker or server behind.
+
+Before, SIGTERM ended a benchmark at once: `run_all.py` and `azure_turns.py` left the
+emulators they had started running (in sessions of their own), and `subprocess.run`
+SIGKILLed `launch.py`, whose worker ran on alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.benchmarks.script_runs import BENCHMARKS
+
+
+def wait_until(condition: Callable[[], object], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def processes_in(folder: Path) -> list[int]:
+    """Processes (other than this one) whose working directory is inside FOLDER."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        if cwd == folder or folder in cwd.parents:
+            found.append(int(entry.name))
+    return found
+
+
+def command_line(pid: int) -> bytes:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+# A benchmark in miniature: `stoppable(main)` measuring a worker through `launch.py` with
+# `run_stoppably`, and a `finally` that must run. The "worker" says when it is waiting and
+# what it did with the SIGTERM it was passed.
+BENCHMARK = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[1])
+    from stopping import run_stoppably, stoppable
+
+    here = Path.cwd()
+    WORKER = (
+        "import signal, sys, time\\n"
+        "from pathlib import Path\\n"
+        "def stop(signum, frame):\\n"
+        "    time.sleep(0.3)\\n"  # a worker's grace period, in miniature
+        "    Path('worker-stopped').write_text('stopped')\\n"
+        "    sys.exit(0)\\n"
+        "signal.signal(signal.SIGTERM, stop)\\n"
+        "Path('worker-waiting').write_text('waiting')\\n"
+        "time.sleep(120)\\n"
+    )
+
+    def main():
+        try:
+            run_stoppably([
+                sys.executable, "-S", sys.argv[1] + "/launch.py", "out", "err", str(here), "--",
+                sys.executable, "-c", WORKER,
+            ])
+        finally:
+            Path("benchmark-unwound").write_text("unwound")
+        return 0
+
+    sys.exit(stoppable(main))
+    """
+)
+
+
+def test_a_stopped_benchmark_passes_the_stop_to_its_worker_and_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BENCHMARK, str(BENCHMARKS)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until((tmp_path / "worker-waiting").exists, 30, "the worker")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    # The worker had stopped (after its grace) by the time the benchmark exited.
+    assert (tmp_path / "worker-stopped").exists(), err
+    assert (tmp_path / "benchmark-unwound").exists(), err
+    assert processes_in(tmp_path) == []
+
+
+def test_run_all_stopped_mid_measurement_stops_its_worker_and_deletes_its_homes(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # its scratch homes, in here
+    proc = subprocess.Popen(
+        [sys.executable, str(BENCHMARKS / "run_all.py"), "--quick"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(
+            lambda: any(
+                b"--drain" in command_line(pid) for pid in processes_in(tmp_path) if alive(pid)
+            ),
+            120,
+            "a measured worker",
+        )
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert [pid for pid in processes_in(tmp_path) if alive(pid)] == []
+    assert [p for p in tmp_path.glob("export-bench-*") if p.is_dir()] == [], err[-2000:]
+    # ... and left the mark a later timed run reads, as after any run's deletion.
+    assert (tmp_path / "export-bench-deleted").exists()
