@@ -798,18 +798,22 @@ def machine() -> list[str]:
                 model = line.split(":", 1)[1].strip()
                 break
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    commit = _git("rev-parse", "--short", "HEAD")
-    dirty = _git(
-        "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results.md"
-    )
     return [
         f"- machine: {os.cpu_count()} × {model}, {memory:.0f} GiB, {platform.system()} "
         f"{platform.release()}",
         f"- Python {platform.python_version()}; local backend (SQLite + files) on {_filesystem()}; "
         "the project's bytecode compiled beforehand, as an installed wheel has it",
         f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"- commit: {commit}{' plus uncommitted changes' if dirty else ''}",
+        f"- commit: {code_commit('benchmarks/results.md')}",
     ]
+
+
+def code_commit(report: str) -> str:
+    """The commit measured, and whether tracked files (other than the REPORT being written)
+    differed from it."""
+    commit = _git("rev-parse", "--short", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", f":!{report}")
+    return f"{commit}{' plus uncommitted changes' if dirty else ''}"
 
 
 def compile_bytecode(root: Path = ROOT) -> None:

@@ -59,7 +59,7 @@ from azure_turns import (
     creating,
     stand_ins,
 )
-from run_all import PYTHON, Failed, delete_scratch, worker_env, workload
+from run_all import PYTHON, Failed, code_commit, delete_scratch, worker_env, workload
 from stopping import stoppable
 
 WORKER = str(Path(PYTHON).with_name("export-worker"))
@@ -524,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.suppress(OSError):
                 delete_scratch(scratch)
     header = (
-        f"# Soak\n\nWritten by `benchmarks/soak.py` on {time.strftime('%Y-%m-%d')}: python "
+        f"# Soak\n\nWritten by `benchmarks/soak.py` on {time.strftime('%Y-%m-%d')} at commit "
+        f"{code_commit('benchmarks/soak.md')}: python "
         f"{sys.version.split()[0]}, {os.cpu_count()} cpus, 1-minute load {load:.1f} at the start "
         f"and {os.getloadavg()[0]:.1f} at the end.\n\n"
     )

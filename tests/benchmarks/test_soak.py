@@ -5,6 +5,7 @@ watches the process while it does, and refuses an outcome that is wrong."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -32,6 +33,10 @@ def test_the_soak_serves_every_turn_and_samples_the_worker_while_it_does(tmp_pat
     # A sample is a look at the worker itself: resident, with its threads and its stores open.
     assert all(s["rss_kb"] > 0 and s["threads"] >= 1 and s["fds"] >= 3 for s in samples)
     text = report.read_text(encoding="utf-8")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert f" at commit {commit}" in text.splitlines()[2]  # the code the figures are of
     assert "| turns published | s | VmRSS MB | threads | open fds |" in text
     assert "200 turn records `published`, each from its 2 winning artifacts" in text
 
