@@ -52,7 +52,7 @@ def run_stoppably(command: Sequence[str], **options: Any) -> subprocess.Complete
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,  # a Ctrl-C reaches this process, which stops the child
+        start_new_session=True,  # a terminal's Ctrl-C reaches only us; we stop the child
         **options,
     ) as proc:
         try:

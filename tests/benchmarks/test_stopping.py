@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.benchmarks.script_runs import BENCHMARKS
 
 
@@ -95,8 +97,13 @@ BENCHMARK = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize(
+    ("stop", "exit_code"),
+    [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, -signal.SIGINT)],  # Ctrl-C
+    ids=["SIGTERM", "SIGINT"],
+)
 def test_a_stopped_benchmark_passes_the_stop_to_its_worker_and_waits_for_it(
-    tmp_path: Path,
+    tmp_path: Path, stop: signal.Signals, exit_code: int
 ) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", BENCHMARK, str(BENCHMARKS)],
@@ -107,15 +114,15 @@ def test_a_stopped_benchmark_passes_the_stop_to_its_worker_and_waits_for_it(
     )
     try:
         wait_until((tmp_path / "worker-waiting").exists, 30, "the worker")
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop)
         _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert proc.returncode == exit_code, err
     # The worker had stopped (after its grace) by the time the benchmark exited.
     assert (tmp_path / "worker-stopped").exists(), err
     assert (tmp_path / "benchmark-unwound").exists(), err
-    assert processes_in(tmp_path) == []
+    assert [pid for pid in processes_in(tmp_path) if alive(pid)] == []
 
 
 def test_run_all_stopped_mid_measurement_stops_its_worker_and_deletes_its_homes(
