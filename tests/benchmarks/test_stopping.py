@@ -15,10 +15,11 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.benchmarks.script_runs import BENCHMARKS
+from tests.benchmarks.script_runs import BENCHMARKS, benchmark_module
 
 
 def wait_until(condition: Callable[[], object], seconds: float, what: str) -> None:
@@ -51,12 +52,26 @@ def command_line(pid: int) -> bytes:
         return b""
 
 
-def alive(pid: int) -> bool:
+def state(pid: int) -> str:
+    """The process's state letter (R, S, D, Z, ...), or "gone"."""
     try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
-        return False
-    return state != "Z"
+        return "gone"
+
+
+def alive(pid: int) -> bool:
+    return state(pid) not in ("gone", "Z")
+
+
+def left_in(folder: Path) -> list[str]:
+    """The live processes working inside FOLDER: pid, state and command line of each."""
+    found = []
+    for pid in processes_in(folder):
+        if alive(pid):
+            command = command_line(pid).replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{pid} {state(pid)} {command[:300]}")
+    return found
 
 
 # A benchmark in miniature: `stoppable(main)` measuring a worker through `launch.py` with
@@ -122,7 +137,7 @@ def test_a_stopped_benchmark_passes_the_stop_to_its_worker_and_waits_for_it(
     # The worker had stopped (after its grace) by the time the benchmark exited.
     assert (tmp_path / "worker-stopped").exists(), err
     assert (tmp_path / "benchmark-unwound").exists(), err
-    assert [pid for pid in processes_in(tmp_path) if alive(pid)] == []
+    assert left_in(tmp_path) == []
 
 
 def test_run_all_stopped_mid_measurement_stops_its_worker_and_deletes_its_homes(
@@ -150,7 +165,34 @@ def test_run_all_stopped_mid_measurement_stops_its_worker_and_deletes_its_homes(
     finally:
         proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
-    assert [pid for pid in processes_in(tmp_path) if alive(pid)] == []
+    assert left_in(tmp_path) == []
     assert [p for p in tmp_path.glob("export-bench-*") if p.is_dir()] == [], err[-2000:]
     # ... and left the mark a later timed run reads, as after any run's deletion.
     assert (tmp_path / "export-bench-deleted").exists()
+
+
+def test_a_stop_that_comes_as_the_child_starts_still_stops_the_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A SIGTERM that came while `Popen` was setting up a child it had already started
+    # unwound out of `Popen`: nothing named the child, so it was never stopped. (Seen once
+    # on CI: the stopped az run exited 143 with a worker left running.)
+    stopping = benchmark_module("stopping")
+    started: list[subprocess.Popen[str]] = []
+
+    class StoppedAsItStarts(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+            os.kill(os.getpid(), signal.SIGTERM)  # the stop, before `Popen` has returned
+
+    monkeypatch.setattr(stopping.subprocess, "Popen", StoppedAsItStarts)
+    child = [sys.executable, "-c", "import time; time.sleep(60)"]
+    code = stopping.stoppable(lambda: stopping.run_stoppably(child).returncode)
+    assert code == 128 + signal.SIGTERM
+    (proc,) = started
+    try:
+        assert proc.poll() == -signal.SIGTERM  # stopped and waited for
+    finally:
+        proc.kill()
+        proc.wait()

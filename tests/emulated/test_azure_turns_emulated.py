@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.benchmarks.script_runs import BENCHMARKS, benchmark_module, run_script
-from tests.benchmarks.test_stopping import alive, command_line, processes_in, wait_until
+from tests.benchmarks.test_stopping import (
+    alive,
+    command_line,
+    left_in,
+    processes_in,
+    wait_until,
+)
 from tests.emulated.azure_environment import emulators_missing
 
 pytestmark = pytest.mark.emulated
@@ -106,4 +112,4 @@ def test_an_az_run_stopped_with_sigterm_stops_the_stand_ins_it_started(tmp_path:
                 os.killpg(pid, signal.SIGKILL)
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert left == [], err[-3000:]
-    assert [pid for pid in processes_in(tmp_path) if alive(pid)] == [], err[-3000:]
+    assert left_in(tmp_path) == [], err[-3000:]
