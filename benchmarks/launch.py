@@ -24,10 +24,15 @@ def main() -> int:
     if separator != "--" or not command:
         sys.stderr.write(__doc__ or "")
         return 2
+    # SIGTERM is held from before the fork until its handler knows the child: one that came
+    # in between would end this process and leave the child running, unmeasured.
+    terminate = {_signal.SIGTERM}
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, terminate)
     started = time.perf_counter()
     pid = os.fork()
     if pid == 0:
         try:
+            _signal.pthread_sigmask(_signal.SIG_UNBLOCK, terminate)  # the mask outlives exec
             os.chdir(cwd)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
             os.dup2(os.open(out, flags, 0o644), 1)
@@ -36,6 +41,7 @@ def main() -> int:
         finally:
             os._exit(127)
     _signal.signal(_signal.SIGTERM, lambda signum, frame: os.kill(pid, signum))
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, terminate)  # one held is passed on now
     _, status, usage = os.wait4(pid, 0)  # resumed after the handler (PEP 475)
     wall = time.perf_counter() - started
     code = os.waitstatus_to_exitcode(status)

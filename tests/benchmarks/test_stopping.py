@@ -7,6 +7,7 @@ SIGKILLed `launch.py`, whose worker ran on alone.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -196,3 +197,41 @@ def test_a_stop_that_comes_as_the_child_starts_still_stops_the_child(
     finally:
         proc.kill()
         proc.wait()
+
+
+# launch.py run with its fork made to deliver a SIGTERM to the launcher in the moment after
+# the child is forked, before the launcher could know it.
+LAUNCH_STOPPED_AT_FORK = textwrap.dedent(
+    """
+    import importlib.util, os, signal, sys
+    spec = importlib.util.spec_from_file_location("launch", sys.argv[1])
+    launch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launch)
+    fork = os.fork
+
+    def fork_then_stop():
+        pid = fork()
+        if pid:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return pid
+
+    os.fork = fork_then_stop
+    sys.argv = ["launch.py", "out", "err", ".", "--", "/bin/sleep", "60"]
+    sys.exit(launch.main())
+    """
+)
+
+
+def test_a_stop_that_comes_as_the_launcher_forks_reaches_its_child(tmp_path: Path) -> None:
+    # It used to end the launcher before its handler knew the child, which then ran on
+    # alone: 60 workers of 500 under load.
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCH_STOPPED_AT_FORK, str(BENCHMARKS / "launch.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    try:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert json.loads(proc.stdout)["exit"] == -signal.SIGTERM  # passed on, and reaped
+    finally:
+        for line in left_in(tmp_path):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
