@@ -60,7 +60,7 @@ from azure_turns import (
     stand_ins,
 )
 from run_all import PYTHON, Failed, code_commit, delete_scratch, worker_env, workload
-from stopping import stoppable
+from stopping import stoppable, stops_held
 
 WORKER = str(Path(PYTHON).with_name("export-worker"))
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,11 +257,14 @@ class Watched:
 
 def watched_run(home: Path, env: dict[str, str], watch: Watch) -> tuple[int, float, list[Sample]]:
     """Run `export-worker run --drain` in HOME; its exit code, wall and samples."""
-    watched = Watched(home, env, watch, "--drain")
+    watched: Watched | None = None
     try:
+        with stops_held():  # a stop as the worker starts comes once it can be stopped
+            watched = Watched(home, env, watch, "--drain")
         watched.sample_while(lambda: True)
     except BaseException:  # interrupted: the worker is stopped, not left draining
-        watched.finish(stop=True)
+        if watched is not None:
+            watched.finish(stop=True)
         raise
     return watched.finish(stop=False)
 
@@ -371,8 +374,10 @@ def _soak_on(found: StandIns, watch: Watch) -> Soak:
     create_resources(home, found.env, watch.scratch, Failed)
     setup, run_env = creating(found.env, True), creating(found.env, False)
     seeded: list[dict[str, Any]] = []
-    watched = Watched(home, run_env, watch)
+    watched: Watched | None = None
     try:
+        with stops_held():  # a stop as the worker starts comes once it can be stopped
+            watched = Watched(home, run_env, watch)
         with ThreadPoolExecutor(1) as pool:
             for start in range(0, turns, watch.wave):
                 count, served = min(watch.wave, turns - start), min(start + watch.wave, turns)
@@ -380,7 +385,7 @@ def _soak_on(found: StandIns, watch: Watch) -> Soak:
                 seeding = pool.submit(workload, "seed-headline", home, *wave, "--backend", "azure",
                                       env=setup)  # fmt: skip
                 watched.sample_while(
-                    lambda s=seeding, n=served: not s.done() or watched.published[0] < n
+                    lambda s=seeding, n=served, w=watched: not s.done() or w.published[0] < n
                 )
                 seeded += seeding.result()["turns"]
                 if watched.published[0] < served:
@@ -388,8 +393,11 @@ def _soak_on(found: StandIns, watch: Watch) -> Soak:
                 forgetting = pool.submit(workload, "forget-messages", home, *wave, env=setup)
                 watched.sample_while(lambda f=forgetting: not f.done())
                 forgetting.result()
-    finally:
-        code, wall, samples = watched.finish(stop=True)
+    except BaseException:
+        if watched is not None:
+            watched.finish(stop=True)
+        raise
+    code, wall, samples = watched.finish(stop=True)
     if code != 0:
         raise Failed(f"the worker exited {code}; its log: {watch.scratch / 'worker.log'}")
     outcome = workload("outcome", home, "--backend", "azure", env=setup)

@@ -53,7 +53,7 @@ def run_stoppably(command: Sequence[str], **options: Any) -> subprocess.Complete
     try:
         # A stop that came while `Popen` was still starting the child would leave it unknown
         # to us, running: it is held until `proc` names the child, then raised here.
-        with _stops_held():
+        with stops_held():
             proc = subprocess.Popen(
                 command,
                 stdout=subprocess.PIPE,
@@ -71,10 +71,11 @@ def run_stoppably(command: Sequence[str], **options: Any) -> subprocess.Complete
 
 
 @contextlib.contextmanager
-def _stops_held() -> Iterator[None]:
+def stops_held() -> Iterator[None]:
     """Record SIGTERM and SIGINT instead of acting on them; on leaving, give each one seen
     to the handler there was (which raises `Stopped` or KeyboardInterrupt, or ends the
-    process)."""
+    process). For starting a child: leave the block where the child, now named, is stopped
+    on an exception."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers, and signals are run there
         return

@@ -5,9 +5,12 @@ watches the process while it does, and refuses an outcome that is wrong."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -90,3 +93,33 @@ def test_an_azure_soak_that_cannot_run_says_why_and_measures_nothing(
     runs = json.loads(proc.stdout.strip().splitlines()[-1])
     assert runs == {"azure": {"skipped": "EXPORT_WORKER_SKIP_EMULATED=1"}}
     assert "## azure backend: not run: EXPORT_WORKER_SKIP_EMULATED=1" in proc.stdout
+
+
+def test_a_stop_that_comes_as_the_soaks_worker_starts_stops_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A SIGTERM inside `Popen`, after the worker had started, unwound out of `Watched`
+    # before anything held the worker: it ran on alone (`run` on Azure: for ever).
+    module, stopping = soak(), benchmark_module("stopping")
+    worker = tmp_path / "export-worker"
+    worker.write_text("#!/bin/sh\nexec sleep 60\n")
+    worker.chmod(0o755)
+    started: list[subprocess.Popen[bytes]] = []
+
+    class StoppedAsItStarts(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+            os.kill(os.getpid(), signal.SIGTERM)  # the stop, before `Popen` has returned
+
+    monkeypatch.setattr(module, "WORKER", str(worker))
+    monkeypatch.setattr(module.subprocess, "Popen", StoppedAsItStarts)
+    watch = module.Watch(turns=1, interval=0.05, trace=False, scratch=tmp_path)
+    code = stopping.stoppable(lambda: module.watched_run(tmp_path, dict(os.environ), watch)[0])
+    assert code == 128 + signal.SIGTERM
+    (proc,) = started
+    try:
+        assert proc.poll() == -signal.SIGTERM  # stopped and waited for
+    finally:
+        proc.kill()
+        proc.wait()
