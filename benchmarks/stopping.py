@@ -86,7 +86,7 @@ def stops_held() -> Iterator[None]:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
         for stop in dict.fromkeys(seen):
             signal.raise_signal(stop)
 
