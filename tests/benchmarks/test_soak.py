@@ -10,11 +10,14 @@ import signal
 import subprocess
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
 from tests.benchmarks.script_runs import benchmark_module, run_script
+from tests.benchmarks.test_stopping import (
+    assert_stopped_and_waited_for,
+    stop_each_child_as_it_starts,
+)
 
 
 def soak() -> ModuleType:
@@ -104,22 +107,9 @@ def test_a_stop_that_comes_as_the_soaks_worker_starts_stops_the_worker(
     worker = tmp_path / "export-worker"
     worker.write_text("#!/bin/sh\nexec sleep 60\n")
     worker.chmod(0o755)
-    started: list[subprocess.Popen[bytes]] = []
-
-    class StoppedAsItStarts(subprocess.Popen):  # type: ignore[type-arg]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            started.append(self)
-            os.kill(os.getpid(), signal.SIGTERM)  # the stop, before `Popen` has returned
-
+    started = stop_each_child_as_it_starts(monkeypatch)
     monkeypatch.setattr(module, "WORKER", str(worker))
-    monkeypatch.setattr(module.subprocess, "Popen", StoppedAsItStarts)
     watch = module.Watch(turns=1, interval=0.05, trace=False, scratch=tmp_path)
     code = stopping.stoppable(lambda: module.watched_run(tmp_path, dict(os.environ), watch)[0])
     assert code == 128 + signal.SIGTERM
-    (proc,) = started
-    try:
-        assert proc.poll() == -signal.SIGTERM  # stopped and waited for
-    finally:
-        proc.kill()
-        proc.wait()
+    assert_stopped_and_waited_for(started)

@@ -172,31 +172,42 @@ def test_run_all_stopped_mid_measurement_stops_its_worker_and_deletes_its_homes(
     assert (tmp_path / "export-bench-deleted").exists()
 
 
-def test_a_stop_that_comes_as_the_child_starts_still_stops_the_child(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # A SIGTERM that came while `Popen` was setting up a child it had already started
-    # unwound out of `Popen`: nothing named the child, so it was never stopped. (Seen once
-    # on CI: the stopped az run exited 143 with a worker left running.)
-    stopping = benchmark_module("stopping")
-    started: list[subprocess.Popen[str]] = []
+def stop_each_child_as_it_starts(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[Any]]:
+    """Make `subprocess.Popen` send this process SIGTERM as each child starts, before
+    `Popen` has returned; the children started, as they are."""
+    started: list[subprocess.Popen[Any]] = []
 
     class StoppedAsItStarts(subprocess.Popen):  # type: ignore[type-arg]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             started.append(self)
-            os.kill(os.getpid(), signal.SIGTERM)  # the stop, before `Popen` has returned
+            os.kill(os.getpid(), signal.SIGTERM)
 
-    monkeypatch.setattr(stopping.subprocess, "Popen", StoppedAsItStarts)
-    child = [sys.executable, "-c", "import time; time.sleep(60)"]
-    code = stopping.stoppable(lambda: stopping.run_stoppably(child).returncode)
-    assert code == 128 + signal.SIGTERM
+    monkeypatch.setattr(subprocess, "Popen", StoppedAsItStarts)
+    return started
+
+
+def assert_stopped_and_waited_for(started: list[subprocess.Popen[Any]]) -> None:
+    """The one child started ended on SIGTERM and was reaped (it is killed either way)."""
     (proc,) = started
     try:
-        assert proc.poll() == -signal.SIGTERM  # stopped and waited for
+        assert proc.poll() == -signal.SIGTERM
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_stop_that_comes_as_the_child_starts_still_stops_the_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A SIGTERM that came while `Popen` was setting up a child it had already started
+    # unwound out of `Popen`: nothing named the child, so it was never stopped.
+    stopping = benchmark_module("stopping")
+    started = stop_each_child_as_it_starts(monkeypatch)
+    child = [sys.executable, "-c", "import time; time.sleep(60)"]
+    code = stopping.stoppable(lambda: stopping.run_stoppably(child).returncode)
+    assert code == 128 + signal.SIGTERM
+    assert_stopped_and_waited_for(started)
 
 
 # launch.py run with its fork made to deliver a SIGTERM to the launcher in the moment after
