@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -255,17 +255,26 @@ class Watched:
         return code, wall, self.samples
 
 
-def watched_run(home: Path, env: dict[str, str], watch: Watch) -> tuple[int, float, list[Sample]]:
-    """Run `export-worker run --drain` in HOME; its exit code, wall and samples."""
+@contextlib.contextmanager
+def watching(home: Path, env: dict[str, str], watch: Watch, *arguments: str) -> Iterator[Watched]:
+    """Start `export-worker run ARGUMENTS` in HOME, watched; if the block ends in an exception
+    (an error, a stop), the worker is stopped, not left running. A stop that comes as the
+    worker starts is held until it can be stopped."""
     watched: Watched | None = None
     try:
-        with stops_held():  # a stop as the worker starts comes once it can be stopped
-            watched = Watched(home, env, watch, "--drain")
-        watched.sample_while(lambda: True)
-    except BaseException:  # interrupted: the worker is stopped, not left draining
+        with stops_held():
+            watched = Watched(home, env, watch, *arguments)
+        yield watched
+    except BaseException:
         if watched is not None:
             watched.finish(stop=True)
         raise
+
+
+def watched_run(home: Path, env: dict[str, str], watch: Watch) -> tuple[int, float, list[Sample]]:
+    """Run `export-worker run --drain` in HOME; its exit code, wall and samples."""
+    with watching(home, env, watch, "--drain") as watched:
+        watched.sample_while(lambda: True)
     return watched.finish(stop=False)
 
 
@@ -374,29 +383,21 @@ def _soak_on(found: StandIns, watch: Watch) -> Soak:
     create_resources(home, found.env, watch.scratch, Failed)
     setup, run_env = creating(found.env, True), creating(found.env, False)
     seeded: list[dict[str, Any]] = []
-    watched: Watched | None = None
-    try:
-        with stops_held():  # a stop as the worker starts comes once it can be stopped
-            watched = Watched(home, run_env, watch)
-        with ThreadPoolExecutor(1) as pool:
-            for start in range(0, turns, watch.wave):
-                count, served = min(watch.wave, turns - start), min(start + watch.wave, turns)
-                wave = ("--turns", str(count), "--start", str(start))
-                seeding = pool.submit(workload, "seed-headline", home, *wave, "--backend", "azure",
-                                      env=setup)  # fmt: skip
-                watched.sample_while(
-                    lambda s=seeding, n=served, w=watched: not s.done() or w.published[0] < n
-                )
-                seeded += seeding.result()["turns"]
-                if watched.published[0] < served:
-                    break  # the worker has exited: its code says why
-                forgetting = pool.submit(workload, "forget-messages", home, *wave, env=setup)
-                watched.sample_while(lambda f=forgetting: not f.done())
-                forgetting.result()
-    except BaseException:
-        if watched is not None:
-            watched.finish(stop=True)
-        raise
+    with watching(home, run_env, watch) as watched, ThreadPoolExecutor(1) as pool:
+        for start in range(0, turns, watch.wave):
+            count, served = min(watch.wave, turns - start), min(start + watch.wave, turns)
+            wave = ("--turns", str(count), "--start", str(start))
+            seeding = pool.submit(workload, "seed-headline", home, *wave, "--backend", "azure",
+                                  env=setup)  # fmt: skip
+            watched.sample_while(
+                lambda s=seeding, n=served: not s.done() or watched.published[0] < n
+            )
+            seeded += seeding.result()["turns"]
+            if watched.published[0] < served:
+                break  # the worker has exited: its code says why
+            forgetting = pool.submit(workload, "forget-messages", home, *wave, env=setup)
+            watched.sample_while(lambda f=forgetting: not f.done())
+            forgetting.result()
     code, wall, samples = watched.finish(stop=True)
     if code != 0:
         raise Failed(f"the worker exited {code}; its log: {watch.scratch / 'worker.log'}")
