@@ -354,18 +354,18 @@ def soak_local(watch: Watch) -> Soak:
     if code != 0:
         raise Failed(f"the worker exited {code}; its log: {watch.scratch / 'worker.log'}")
     notes = check_outcome(workload("outcome", home, env=env), manifest, watch.turns, None, Failed)
-    return _soak("local", watch, (wall, samples), notes)
+    return _soak("local", watch, wall, samples, notes)
 
 
 def _soak(
     backend: str,
     watch: Watch,
-    run: tuple[float, list[Sample]],
+    wall: float,
+    samples: list[Sample],
     notes: list[str],
     command: str = "export-worker run --drain",
 ) -> Soak:
     heap = heap_growth(watch.scratch / "snapshots") if watch.trace else None
-    wall, samples = run
     return Soak(backend, watch.turns, wall, tuple(samples), tuple(notes), heap, command)
 
 
@@ -409,7 +409,7 @@ def _soak_on(found: StandIns, watch: Watch) -> Soak:
         "each history query: with 3,000 conversations stored, one took 1.7 s); stopped with "
         "SIGTERM, exit code 0"
     )
-    return _soak("azure", watch, (wall, samples), notes, "export-worker run")
+    return _soak("azure", watch, wall, samples, notes, "export-worker run")
 
 
 # --------------------------------------------------------------------------------------
