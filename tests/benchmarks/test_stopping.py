@@ -65,6 +65,11 @@ def alive(pid: int) -> bool:
     return state(pid) not in ("gone", "Z")
 
 
+def draining_in(folder: Path) -> bool:
+    """Whether a `run --drain` (or a launcher of one) is working inside FOLDER."""
+    return any(b"--drain" in command_line(pid) for pid in processes_in(folder) if alive(pid))
+
+
 def left_in(folder: Path) -> list[str]:
     """The live processes working inside FOLDER: pid, state and command line of each."""
     found = []
@@ -154,13 +159,7 @@ def test_run_all_stopped_mid_measurement_stops_its_worker_and_deletes_its_homes(
         text=True,
     )
     try:
-        wait_until(
-            lambda: any(
-                b"--drain" in command_line(pid) for pid in processes_in(tmp_path) if alive(pid)
-            ),
-            120,
-            "a measured worker",
-        )
+        wait_until(lambda: draining_in(tmp_path), 120, "a measured worker")
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:

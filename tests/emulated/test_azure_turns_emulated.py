@@ -15,13 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.benchmarks.script_runs import BENCHMARKS, benchmark_module, run_script
-from tests.benchmarks.test_stopping import (
-    alive,
-    command_line,
-    left_in,
-    processes_in,
-    wait_until,
-)
+from tests.benchmarks.test_stopping import alive, draining_in, left_in, wait_until
 from tests.emulated.azure_environment import emulators_missing
 
 pytestmark = pytest.mark.emulated
@@ -95,11 +89,7 @@ def test_an_az_run_stopped_with_sigterm_stops_the_stand_ins_it_started(tmp_path:
     pids_file = scratch / "emulators" / "pids.json"
     servers: list[int] = []
     try:
-        wait_until(
-            lambda: any(b"--drain" in command_line(pid) for pid in processes_in(tmp_path)),
-            180,
-            "the measured worker",
-        )
+        wait_until(lambda: draining_in(tmp_path), 180, "the measured worker")
         servers = list(json.loads(pids_file.read_text(encoding="utf-8")).values())
         assert len(servers) == 2 and all(alive(pid) for pid in servers)
         proc.send_signal(signal.SIGTERM)
