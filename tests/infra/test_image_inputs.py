@@ -15,10 +15,16 @@ ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "infra" / "requirements.lock"
 
 
-def locked() -> dict[str, str]:
-    """Package -> pinned version of infra/requirements.lock."""
-    pins = re.findall(r"^([A-Za-z0-9_.\-]+)==([^\s;\\]+)", LOCK.read_text(), flags=re.MULTILINE)
+def locked(lock: Path = LOCK) -> dict[str, str]:
+    """Package -> pinned version of a lock (infra/requirements.lock unless named)."""
+    pins = re.findall(r"^([A-Za-z0-9_.\-]+)==([^\s;\\]+)", lock.read_text(), flags=re.MULTILINE)
     return {canonicalize_name(name): version for name, version in pins}
+
+
+def hashed_blocks(lock: Path) -> list[str]:
+    """Each pinned package's block of a lock (its line, its hashes, its `# via`)."""
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", lock.read_text())
+    return [b for b in blocks if "==" in b.split("\n", 1)[0]]
 
 
 def test_every_runtime_and_otel_dependency_is_locked_at_an_allowed_version() -> None:
@@ -39,8 +45,7 @@ def test_every_runtime_and_otel_dependency_is_locked_at_an_allowed_version() -> 
 
 
 def test_every_locked_package_carries_hashes() -> None:
-    blocks = re.split(r"\n(?=[A-Za-z0-9])", LOCK.read_text())
-    packages = [b for b in blocks if "==" in b.split("\n", 1)[0]]
+    packages = hashed_blocks(LOCK)
     assert packages and all("--hash=sha256:" in block for block in packages)
 
 
