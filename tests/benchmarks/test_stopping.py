@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -245,3 +246,87 @@ def test_a_stop_that_comes_as_the_launcher_forks_reaches_its_child(tmp_path: Pat
     finally:
         for line in left_in(tmp_path):
             os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def test_a_child_that_runs_to_its_end_is_returned_as_subprocess_run_returns_it() -> None:
+    stopping = benchmark_module("stopping")
+    child = [
+        sys.executable,
+        "-c",
+        "import os, sys; print('out'); print('err', file=sys.stderr);"
+        " sys.exit(3 if os.getsid(0) == os.getpid() else 4)",
+    ]
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    done = stopping.run_stoppably(child)
+    # Exit 3: the child leads a session of its own, so a terminal's Ctrl-C reaches only us.
+    assert (done.args, done.returncode, done.stdout, done.stderr) == (child, 3, "out\n", "err\n")
+    # The stops held while it started are handed back.
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_stopped_child_that_ignores_sigterm_is_killed_after_its_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    stopping = benchmark_module("stopping")
+    monkeypatch.setattr(stopping, "CHILD_STOP_SECONDS", 0.5)
+    started: list[subprocess.Popen[Any]] = []
+
+    class Recorded(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    ready = tmp_path / "ignoring"
+    child = [
+        sys.executable,
+        "-c",
+        "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        " pathlib.Path(sys.argv[1]).touch(); time.sleep(60)",
+        str(ready),
+    ]
+
+    def stop_when_ready() -> None:
+        wait_until(ready.exists, 30, "the child to ignore SIGTERM")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    stopper = threading.Thread(target=stop_when_ready)
+    stopper.start()
+    began = time.monotonic()
+    try:
+        code = stopping.stoppable(lambda: stopping.run_stoppably(child).returncode)
+    finally:
+        stopper.join(timeout=30)
+        for proc in started:
+            proc.kill()
+            proc.wait()
+    assert code == 128 + signal.SIGTERM
+    (proc,) = started
+    assert proc.returncode == -signal.SIGKILL
+    assert time.monotonic() - began < 30
+
+
+def test_a_benchmark_that_ends_hands_sigterm_back_to_the_handler_before_it() -> None:
+    stopping = benchmark_module("stopping")
+    before = signal.getsignal(signal.SIGTERM)
+    assert stopping.stoppable(lambda: 7) == 7
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_child_run_from_another_thread_runs_with_the_handlers_left_alone() -> None:
+    # Only the main thread may set signal handlers (and only it runs them): called from
+    # another thread, run_stoppably holds no stop and the child runs.
+    stopping = benchmark_module("stopping")
+    done: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(stopping.run_stoppably([sys.executable, "-c", "print('ran')"]))
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+    assert errors == [] and [d.stdout for d in done] == ["ran\n"]
