@@ -54,5 +54,8 @@ def test_the_tests_run_the_versions_the_image_ships() -> None:
 
 
 def test_the_test_command_installs_the_lock_with_its_hashes() -> None:
-    script = (ROOT / "scripts" / "test").read_text().replace("\\\n", " ")
-    assert "--require-hashes --no-deps -r infra/dev.lock" in " ".join(script.split())
+    def words(script: str) -> str:
+        return " ".join((ROOT / "scripts" / script).read_text().replace("\\\n", " ").split())
+
+    assert "--require-hashes --no-deps -r infra/dev.lock" in words("dev-env")
+    assert "scripts/dev-env" in words("test").split("== lint and types")[0]
