@@ -27,6 +27,17 @@ def hashed_blocks(lock: Path) -> list[str]:
     return [b for b in blocks if "==" in b.split("\n", 1)[0]]
 
 
+def assert_locked_at_allowed_versions(wanted: list[Requirement], lock: Path) -> None:
+    """Each requirement is pinned in LOCK at a version its specifier allows."""
+    pins = locked(lock)
+    for requirement in wanted:
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not in infra/{lock.name}: run scripts/lock-deps"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"{name}=={pins[name]} does not satisfy {requirement}: run scripts/lock-deps"
+        )
+
+
 def test_every_runtime_and_otel_dependency_is_locked_at_an_allowed_version() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     wanted = [
@@ -34,19 +45,16 @@ def test_every_runtime_and_otel_dependency_is_locked_at_an_allowed_version() -> 
         *project["project"]["optional-dependencies"]["otel"],
         *project["build-system"]["requires"],
     ]
-    pins = locked()
-    for line in wanted:
-        requirement = Requirement(line)
-        name = canonicalize_name(requirement.name)
-        assert name in pins, f"{name} is not in infra/requirements.lock: run scripts/lock-deps"
-        assert requirement.specifier.contains(pins[name], prereleases=True), (
-            f"{name}=={pins[name]} does not satisfy {requirement}: run scripts/lock-deps"
-        )
+    assert_locked_at_allowed_versions([Requirement(line) for line in wanted], LOCK)
+
+
+def assert_hashed(lock: Path) -> None:
+    packages = hashed_blocks(lock)
+    assert packages and all("--hash=sha256:" in block for block in packages)
 
 
 def test_every_locked_package_carries_hashes() -> None:
-    packages = hashed_blocks(LOCK)
-    assert packages and all("--hash=sha256:" in block for block in packages)
+    assert_hashed(LOCK)
 
 
 def ignored(path: str, patterns: list[str]) -> bool:
