@@ -9,14 +9,14 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.infra.test_image_inputs import (
+from tests.infra.locks import (
+    DEV_LOCK,
+    IMAGE_LOCK,
     ROOT,
     assert_hashed,
     assert_locked_at_allowed_versions,
     locked,
 )
-
-DEV_LOCK = ROOT / "infra" / "dev.lock"
 
 
 def declared() -> list[Requirement]:
@@ -44,7 +44,7 @@ def test_every_package_locked_for_the_tests_carries_hashes() -> None:
 
 
 def test_the_tests_run_the_versions_the_image_ships() -> None:
-    image, tests = locked(), locked(DEV_LOCK)
+    image, tests = locked(IMAGE_LOCK), locked(DEV_LOCK)
     shared = image.keys() & tests.keys()
     assert {"azure-servicebus", "msgspec", "structlog"} <= shared
     differ = {name: (image[name], tests[name]) for name in shared if image[name] != tests[name]}

@@ -4,38 +4,11 @@ the build context carries the sources but no local environment or secret."""
 from __future__ import annotations
 
 import fnmatch
-import re
 import tomllib
-from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[2]
-LOCK = ROOT / "infra" / "requirements.lock"
-
-
-def locked(lock: Path = LOCK) -> dict[str, str]:
-    """Package -> pinned version of a lock (infra/requirements.lock unless named)."""
-    pins = re.findall(r"^([A-Za-z0-9_.\-]+)==([^\s;\\]+)", lock.read_text(), flags=re.MULTILINE)
-    return {canonicalize_name(name): version for name, version in pins}
-
-
-def hashed_blocks(lock: Path) -> list[str]:
-    """Each pinned package's block of a lock (its line, its hashes, its `# via`)."""
-    blocks = re.split(r"\n(?=[A-Za-z0-9])", lock.read_text())
-    return [b for b in blocks if "==" in b.split("\n", 1)[0]]
-
-
-def assert_locked_at_allowed_versions(wanted: list[Requirement], lock: Path) -> None:
-    """Each requirement is pinned in LOCK at a version its specifier allows."""
-    pins = locked(lock)
-    for requirement in wanted:
-        name = canonicalize_name(requirement.name)
-        assert name in pins, f"{name} is not in infra/{lock.name}: run scripts/lock-deps"
-        assert requirement.specifier.contains(pins[name], prereleases=True), (
-            f"{name}=={pins[name]} does not satisfy {requirement}: run scripts/lock-deps"
-        )
+from tests.infra.locks import IMAGE_LOCK, ROOT, assert_hashed, assert_locked_at_allowed_versions
 
 
 def test_every_runtime_and_otel_dependency_is_locked_at_an_allowed_version() -> None:
@@ -45,16 +18,11 @@ def test_every_runtime_and_otel_dependency_is_locked_at_an_allowed_version() -> 
         *project["project"]["optional-dependencies"]["otel"],
         *project["build-system"]["requires"],
     ]
-    assert_locked_at_allowed_versions([Requirement(line) for line in wanted], LOCK)
-
-
-def assert_hashed(lock: Path) -> None:
-    packages = hashed_blocks(lock)
-    assert packages and all("--hash=sha256:" in block for block in packages)
+    assert_locked_at_allowed_versions([Requirement(line) for line in wanted], IMAGE_LOCK)
 
 
 def test_every_locked_package_carries_hashes() -> None:
-    assert_hashed(LOCK)
+    assert_hashed(IMAGE_LOCK)
 
 
 def ignored(path: str, patterns: list[str]) -> bool:
