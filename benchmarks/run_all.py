@@ -39,6 +39,7 @@ ROOT = BENCH.parent
 PYTHON = sys.executable
 WORKER = str(Path(sys.executable).with_name("export-worker"))
 RESULTS = BENCH / "results.md"
+RESULTS_REPORT = str(RESULTS.relative_to(ROOT))  # as `code_commit` names it
 # The worker's packages: what an installed wheel holds, byte-compiled.
 PACKAGES = ("worker", "handlers", "schemas")
 # When a run deletes its scratch it leaves this mark (its time, and how many files went):
@@ -789,7 +790,7 @@ def detail(r: Report) -> list[str]:
     return lines
 
 
-def machine() -> list[str]:
+def machine(commit: str) -> list[str]:
     """Machine, Python, date and commit of this run."""
     model = "unknown CPU"
     with open("/proc/cpuinfo", encoding="utf-8") as info:
@@ -804,7 +805,7 @@ def machine() -> list[str]:
         f"- Python {platform.python_version()}; local backend (SQLite + files) on {_filesystem()}; "
         "the project's bytecode compiled beforehand, as an installed wheel has it",
         f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"- commit: {code_commit('benchmarks/results.md')}",
+        f"- commit: {commit}",
     ]
 
 
@@ -814,6 +815,13 @@ def code_commit(report: str) -> str:
     commit = _git("rev-parse", "--short", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", f":!{report}")
     return f"{commit}{' plus uncommitted changes' if dirty else ''}"
+
+
+def commit_moved(report: str, at_start: str) -> str:
+    """The commit a run measured: `code_commit` taken as it started, and as it ends where
+    that differs (the code changed under a run that starts workers all along)."""
+    at_end = code_commit(report)
+    return at_start if at_end == at_start else f"{at_start} at the start, {at_end} at the end"
 
 
 def compile_bytecode(root: Path = ROOT) -> None:
@@ -889,8 +897,10 @@ def render(
     seconds: float,
     loads: list[Any],
     warning: str | None = None,
+    *,
+    commit: str,
 ) -> str:
-    """results.md."""
+    """results.md; COMMIT as `commit_moved` gives it."""
     load_text = "; ".join(f"{label}: {a:.2f}" for label, (a, _, _) in loads)
     size = "--quick (CI smoke size: the figures are not the goals' sizes)" if args.quick else "full"
     parts = [
@@ -899,7 +909,7 @@ def render(
         "Written by `.venv/bin/python benchmarks/run_all.py` (how each case is measured: "
         "[README.md](README.md); where the time goes: [PROFILE.md](PROFILE.md)).",
         "",
-        *machine(),
+        *machine(commit),
         f"- size: {size}; the whole run took {seconds / 60:.1f} min",
         f"- load average (1 min) seen during the run: {load_text}",
         *([f"- **warning**: {warning}"] if warning is not None else []),
@@ -1007,6 +1017,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run_all: warning: {warning}", file=sys.stderr, flush=True)
     compile_bytecode()
     bench.note_load("start")
+    commit = code_commit(RESULTS_REPORT)
     started = time.perf_counter()
     try:
         report = measure(bench, QUICK if args.quick else FULL)
@@ -1017,7 +1028,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:  # what was started is stopped by now; its homes go too
             delete_scratch(scratch)
         raise
-    text = render(report, args, time.perf_counter() - started, bench.loads, warning)
+    seconds = time.perf_counter() - started
+    moved = commit_moved(RESULTS_REPORT, commit)
+    text = render(report, args, seconds, bench.loads, warning, commit=moved)
     if not args.keep:
         delete_scratch(scratch)
     print(text)

@@ -59,11 +59,20 @@ from azure_turns import (
     creating,
     stand_ins,
 )
-from run_all import PYTHON, Failed, code_commit, delete_scratch, worker_env, workload
+from run_all import (
+    PYTHON,
+    Failed,
+    code_commit,
+    commit_moved,
+    delete_scratch,
+    worker_env,
+    workload,
+)
 from stopping import stoppable, stops_held
 
 WORKER = str(Path(PYTHON).with_name("export-worker"))
 ROOT = Path(__file__).resolve().parents[1]
+REPORT = "benchmarks/soak.md"  # the committed report, as `code_commit` names it
 PUBLISHED = b'"turn_published"'
 TENTHS = 10
 
@@ -514,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="export-soak-"))
     scratch.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
+    commit = code_commit(REPORT)
     sections: list[str] = []
     answer: dict[str, Any] = {}
     try:
@@ -534,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                 delete_scratch(scratch)
     header = (
         f"# Soak\n\nWritten by `benchmarks/soak.py` on {time.strftime('%Y-%m-%d')} at commit "
-        f"{code_commit('benchmarks/soak.md')}: python "
+        f"{commit_moved(REPORT, commit)}: python "
         f"{sys.version.split()[0]}, {os.cpu_count()} cpus, 1-minute load {load:.1f} at the start "
         f"and {os.getloadavg()[0]:.1f} at the end.\n\n"
     )

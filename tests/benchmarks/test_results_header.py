@@ -66,3 +66,17 @@ def test_a_run_begun_soon_after_another_deleted_its_scratch_says_so(tmp_path: Pa
     old = time.time() - settled - 5
     os.utime(mark, (old, old))
     assert run_all.deletions_warning(run_all.earlier_deletions(mark), unjournaled) is None
+
+
+def test_the_header_names_the_commit_a_run_began_at_and_the_one_it_ended_at_if_moved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A soak takes ~20 minutes and starts workers all along: a commit made meanwhile was
+    # named as if the whole run had measured it.
+    run_all = benchmark_module("run_all")
+    monkeypatch.setattr(run_all, "code_commit", lambda report: "abc1234")
+    assert run_all.commit_moved("benchmarks/soak.md", "abc1234") == "abc1234"
+    assert (
+        run_all.commit_moved("benchmarks/soak.md", "0ff1ce0")
+        == "0ff1ce0 at the start, abc1234 at the end"
+    )
