@@ -13,11 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.benchmarks.processes import assert_stopped_and_waited_for, children_started
 from tests.benchmarks.script_runs import benchmark_module, run_script
-from tests.benchmarks.test_stopping import (
-    assert_stopped_and_waited_for,
-    stop_each_child_as_it_starts,
-)
 
 
 def soak() -> ModuleType:
@@ -107,7 +104,7 @@ def test_a_stop_that_comes_as_the_soaks_worker_starts_stops_the_worker(
     worker = tmp_path / "export-worker"
     worker.write_text("#!/bin/sh\nexec sleep 60\n")
     worker.chmod(0o755)
-    started = stop_each_child_as_it_starts(monkeypatch)
+    started = children_started(monkeypatch, stopping_each=True)
     monkeypatch.setattr(module, "WORKER", str(worker))
     watch = module.Watch(turns=1, interval=0.05, trace=False, scratch=tmp_path)
     code = stopping.stoppable(lambda: module.watched_run(tmp_path, dict(os.environ), watch)[0])

@@ -15,71 +15,19 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.benchmarks.processes import (
+    assert_stopped_and_waited_for,
+    children_started,
+    draining_in,
+    left_in,
+    wait_until,
+)
 from tests.benchmarks.script_runs import BENCHMARKS, benchmark_module
-
-
-def wait_until(condition: Callable[[], object], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def processes_in(folder: Path) -> list[int]:
-    """Processes (other than this one) whose working directory is inside FOLDER."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cwd = Path(os.readlink(entry / "cwd"))
-        except OSError:
-            continue
-        if cwd == folder or folder in cwd.parents:
-            found.append(int(entry.name))
-    return found
-
-
-def command_line(pid: int) -> bytes:
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def state(pid: int) -> str:
-    """The process's state letter (R, S, D, Z, ...), or "gone"."""
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
-
-
-def alive(pid: int) -> bool:
-    return state(pid) not in ("gone", "Z")
-
-
-def draining_in(folder: Path) -> bool:
-    """Whether a `run --drain` (or a launcher of one) is working inside FOLDER."""
-    return any(b"--drain" in command_line(pid) for pid in processes_in(folder) if alive(pid))
-
-
-def left_in(folder: Path) -> list[str]:
-    """The live processes working inside FOLDER: pid, state and command line of each."""
-    found = []
-    for pid in processes_in(folder):
-        if alive(pid):
-            command = command_line(pid).replace(b"\0", b" ").decode(errors="replace")
-            found.append(f"{pid} {state(pid)} {command[:300]}")
-    return found
-
 
 # A benchmark in miniature: `stoppable(main)` measuring a worker through `launch.py` with
 # `run_stoppably`, and a `finally` that must run. The "worker" says when it is waiting and
@@ -172,38 +120,13 @@ def test_run_all_stopped_mid_measurement_stops_its_worker_and_deletes_its_homes(
     assert (tmp_path / "export-bench-deleted").exists()
 
 
-def stop_each_child_as_it_starts(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[Any]]:
-    """Make `subprocess.Popen` send this process SIGTERM as each child starts, before
-    `Popen` has returned; the children started, as they are."""
-    started: list[subprocess.Popen[Any]] = []
-
-    class StoppedAsItStarts(subprocess.Popen):  # type: ignore[type-arg]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            started.append(self)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(subprocess, "Popen", StoppedAsItStarts)
-    return started
-
-
-def assert_stopped_and_waited_for(started: list[subprocess.Popen[Any]]) -> None:
-    """The one child started ended on SIGTERM and was reaped (it is killed either way)."""
-    (proc,) = started
-    try:
-        assert proc.poll() == -signal.SIGTERM
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 def test_a_stop_that_comes_as_the_child_starts_still_stops_the_child(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A SIGTERM that came while `Popen` was setting up a child it had already started
     # unwound out of `Popen`: nothing named the child, so it was never stopped.
     stopping = benchmark_module("stopping")
-    started = stop_each_child_as_it_starts(monkeypatch)
+    started = children_started(monkeypatch, stopping_each=True)
     child = [sys.executable, "-c", "import time; time.sleep(60)"]
     code = stopping.stoppable(lambda: stopping.run_stoppably(child).returncode)
     assert code == 128 + signal.SIGTERM
@@ -269,14 +192,7 @@ def test_a_stopped_child_that_ignores_sigterm_is_killed_after_its_time(
 ) -> None:
     stopping = benchmark_module("stopping")
     monkeypatch.setattr(stopping, "CHILD_STOP_SECONDS", 0.5)
-    started: list[subprocess.Popen[Any]] = []
-
-    class Recorded(subprocess.Popen):  # type: ignore[type-arg]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            started.append(self)
-
-    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    started = children_started(monkeypatch)
     ready = tmp_path / "ignoring"
     child = [
         sys.executable,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.processes import alive, draining_in, left_in, wait_until
 from tests.benchmarks.script_runs import BENCHMARKS, benchmark_module, run_script
-from tests.benchmarks.test_stopping import alive, draining_in, left_in, wait_until
 from tests.emulated.azure_environment import emulators_missing
 
 pytestmark = pytest.mark.emulated
