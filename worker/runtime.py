@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import math
 import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -54,6 +55,11 @@ class RunStats(msgspec.Struct):
     by_decision: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+class DrainGaveUp(Exception):
+    """`run --drain` found its queue failing every call for the give-up time: the drain ends
+    (exit 1), and what is still queued waits for the next worker."""
+
+
 class MessageHandler(Protocol):
     """What the runtime needs of a handler: a message in, its turn record out, or an error
     whose kind decides the message's fate (`worker/settlement.py`)."""
@@ -78,9 +84,13 @@ class Runtime:
         shutdown_grace: float,
         observer: RuntimeObserver = NO_OBSERVER,
         on_stop: Callable[[], None] | None = None,
+        drain_give_up: float = math.inf,
     ) -> None:
-        """`on_stop`: called once when the runtime stops taking sessions (SIGTERM, drained),
-        before the grace period: readiness says `closed` from then on."""
+        """`on_stop`: called once when the runtime stops taking sessions (SIGTERM, drained,
+        given up), before the grace period: readiness says `closed` from then on.
+        `drain_give_up`: how long a drain tries a queue that fails every call (`run`'s is
+        DRAIN_GIVE_UP_SECONDS): it cannot learn that the queue is empty, and a batch job
+        must end. Without `drain` the runtime tries for as long as it runs."""
         self.handler = handler
         self.queue = queue
         self.concurrency = concurrency
@@ -94,6 +104,10 @@ class Runtime:
         self._stopping = asyncio.Event()
         self._in_flight = 0
         self._log = get_logger()
+        self.drain_give_up = drain_give_up
+        # Since when every call to the queue has failed (the loop's clock), or None.
+        self._queue_failing_since: float | None = None
+        self._gave_up: DrainGaveUp | None = None
 
     def stop(self) -> None:
         """Stop taking sessions; what is in flight finishes within the grace period."""
@@ -119,6 +133,8 @@ class Runtime:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
         self._log.info("worker_stopped", **_stats_fields(self.stats))
+        if self._gave_up is not None:
+            raise self._gave_up
         return self.stats
 
     async def _serve(self, drain: bool) -> None:
@@ -132,11 +148,14 @@ class Runtime:
             if drain and idle and self._in_flight == 0 and await self._drained():
                 self.stop()
                 return
+            if self._stopping.is_set():
+                return  # stopped while it asked: a signal, or a drain that gave up
             try:
                 with self.observer.waiting(accept_wait):
                     session = await self._accept(accept_wait)
             except Exception as exc:  # a port's error, or an SDK's the adapter let through
-                retry_in = doubling(failed_accepts, 1.0, ACCEPT_RETRY_MAX_SECONDS)
+                left = self._failing_left() if drain else math.inf
+                retry_in = min(doubling(failed_accepts, 1.0, ACCEPT_RETRY_MAX_SECONDS), left)
                 failed_accepts += 1
                 self._log.warning(
                     "session_accept_failed",
@@ -144,9 +163,12 @@ class Runtime:
                     failures=failed_accepts,
                     retry_in=retry_in,
                 )
+                if left <= 0:
+                    self._give_up(exc)
                 await self._pause(retry_in)
                 continue
             failed_accepts = 0
+            self._queue_failing_since = None
             idle = session is None
             if session is None:
                 if drain:
@@ -339,11 +361,41 @@ class Runtime:
     async def _drained(self) -> bool:
         """Whether the queue is drained; a check that failed says no (asked again later)."""
         try:
-            return await self.queue.is_drained()
+            drained = await self.queue.is_drained()
         except Exception as exc:
             self._log.warning("drain_check_failed", error=where_raised(exc))
-            await self._pause(1.0)
+            left = self._failing_left()
+            if left <= 0:
+                self._give_up(exc)
+            await self._pause(min(1.0, left))
             return False
+        self._queue_failing_since = None
+        return drained
+
+    def _failing_left(self) -> float:
+        """After a failed call to the queue while draining: how long its calls may go on
+        failing before the drain gives up (0: now). A call that works starts it over."""
+        now = self._now()
+        if self._queue_failing_since is None:
+            self._queue_failing_since = now
+        return max(self.drain_give_up - (now - self._queue_failing_since), 0.0)
+
+    def _give_up(self, exc: Exception) -> None:
+        """End a drain whose queue has failed every call for `drain_give_up` seconds: what
+        is in flight gets the grace period, then `run` raises DrainGaveUp (exit 1)."""
+        if self._stopping.is_set():
+            return  # stopping already (SIGTERM, drained): that stop is the run's end
+        assert self._queue_failing_since is not None
+        failing = self._now() - self._queue_failing_since
+        self._log.error("drain_gave_up", failing_seconds=round(failing, 1), error=where_raised(exc))
+        self._gave_up = DrainGaveUp(
+            f"the queue failed every call for {failing:.0f} s while draining "
+            f"(its last error: {where_raised(exc)})"
+        )
+        self.stop()
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
 
     async def _accept(self, wait: float) -> Session | None:
         """The queue's next session, or None; a stop ends a waiting accept at once.

@@ -67,6 +67,7 @@ async def serve(
                 shutdown_grace=settings.shutdown_grace_seconds,
                 observer=operations,
                 on_stop=readiness.closed,  # no new traffic is taken during the grace period
+                drain_give_up=settings.drain_give_up_seconds,
             )
             return await runtime.run(drain=drain)
         finally:

@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.servicebus import ServiceBusClient
 
 from tests.emulated.azure_environment import (
+    QUEUE,
     AzureEnvironment,
     azure_environment,
     drain,
     emulators_missing,
 )
+from worker.azure.timeouts import BACKSTOP_SECONDS
 from worker.testing.seeding import seed, seeding
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
@@ -197,6 +200,57 @@ def test_sigterm_during_an_idle_accept_exits_0_within_about_a_second(
     print(f"SIGTERM while idle: exit {code} after {took:.2f} s")
     assert code == 0 and "worker_stopped" in rest
     assert took < IDLE_EXIT_SECONDS
+
+
+def test_run_drain_whose_service_bus_goes_away_gives_up_and_exits_1(
+    env: AzureEnvironment, tmp_path: Path
+) -> None:
+    # A batch job's drain (a replay, then `run --drain`) whose Service Bus went away retried
+    # its accepts for ever: it cannot learn that the queue is empty. Now it gives up once
+    # every call to the queue has failed for DRAIN_GIVE_UP_SECONDS, and exits 1.
+    give_up = 3.0
+    sdk_timeout = 2.0  # a call on the broker gone ends within this and the backstop (5 s)
+    cli = cli_on(
+        env,
+        tmp_path / "home",
+        EXPORT_WORKER_DRAIN_GIVE_UP_SECONDS=str(give_up),
+        EXPORT_WORKER_SDK_TIMEOUT_SECONDS=str(sdk_timeout),
+    )
+    fixture = headline()
+    cli.run("dev", "seed", str(write(tmp_path / "headline.json", fixture)))
+    [conversation] = fixture["conversations"]
+    # Its one session locked by another holder (a worker killed holding it): not drained,
+    # and nothing to accept, so the drain polls the queue until the broker goes.
+    with ServiceBusClient.from_connection_string(env.broker.connection_string) as holder:
+        receiver = holder.get_queue_receiver(QUEUE, session_id=conversation["id"])
+        assert len(receiver.receive_messages(max_message_count=1, max_wait_time=10)) == 1
+        worker = cli.popen("run", "--drain")
+        assert worker.stderr is not None
+        assert wait_for_line(worker.stderr, b"worker_started", timeout=60)
+        time.sleep(1.0)
+        assert worker.poll() is None, "the drain ended while the session was locked"
+        env.broker.stop()
+        gone = time.monotonic()
+        _, stderr = worker.communicate(timeout=120)
+        took = time.monotonic() - gone
+    lines = stderr.decode().splitlines()
+    print(f"Service Bus gone: exit {worker.returncode} after {took:.1f} s; {lines[-1]}")
+    assert worker.returncode == 1
+    assert re.fullmatch(
+        r"export-worker: DrainGaveUp: the queue failed every call for \d+ s while draining "
+        r"\(its last error: TransientError \(Service Bus\) at \S+:\d+ from .+\)",
+        lines[-1],
+    ), lines[-1]
+    logged = [json.loads(line) for line in lines[:-1] if line.startswith("{")]
+    events = [entry["event"] for entry in logged]
+    assert events.count("drain_gave_up") == 1
+    assert events.index("drain_gave_up") < events.index("worker_stopped")
+    [gave_up] = [entry for entry in logged if entry["event"] == "drain_gave_up"]
+    # Given up as the first call past the give-up time failed: a session listing and its
+    # close (the drain check) take two deadlines at most.
+    call = sdk_timeout + BACKSTOP_SECONDS
+    assert give_up <= gave_up["failing_seconds"] < give_up + 2 * call
+    assert took < give_up + 4 * call
 
 
 def wait_for_line(stream: Any, marker: bytes, timeout: float) -> bool:

@@ -18,7 +18,7 @@ from worker.local.backend import open_local_backend
 from worker.observer import NO_OBSERVER, NoObserver
 from worker.ports import Backend, LockLost, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
-from worker.runtime import ACCEPT_WAIT_SECONDS, DRAIN_POLL_SECONDS, Runtime
+from worker.runtime import ACCEPT_WAIT_SECONDS, DRAIN_POLL_SECONDS, DrainGaveUp, Runtime
 from worker.settings import Settings
 
 
@@ -821,3 +821,152 @@ def test_a_pause_cancelled_as_the_stop_arrives_ends_cancelled() -> None:
             await pause
 
     asyncio.run(asyncio.wait_for(main(), timeout=10))
+
+
+class FailingQueue:
+    """A queue whose accepts and "is it drained?" checks fail or answer as scripted, call
+    by call: an accept "fail"s or finds nothing ("empty", also once its script is played);
+    a check "fail"s, says "not yet", or says "drained" (also once its script is played).
+    Time passes only in the runtime's pauses, on `clock`."""
+
+    def __init__(self, accepts: list[str], checks: list[str]) -> None:
+        self.accepts = accepts
+        self.checks = checks
+        self.calls: list[tuple[str, float]] = []
+        self.clock = 0.0
+
+    def _next(self, call: str, script: list[str]) -> str:
+        self.calls.append((call, self.clock))
+        outcome = script.pop(0) if script else ""
+        if outcome == "fail":
+            try:
+                raise ConnectionRefusedError(111, "refused")
+            except ConnectionRefusedError as exc:
+                raise TransientError("Service Bus: unreachable") from exc
+        return outcome
+
+    async def accept_session(self, max_wait: float) -> None:
+        self._next("accept", self.accepts)
+
+    async def is_drained(self) -> bool:
+        return self._next("drained?", self.checks) in ("drained", "")
+
+
+def draining_on(
+    queue: FailingQueue, monkeypatch: pytest.MonkeyPatch, give_up: float, **settings: Any
+) -> tuple[Runtime, list[float], list[str]]:
+    """A drain on `queue`, its pauses taken on the queue's clock; the run, the pauses and
+    what `on_stop` heard."""
+    pauses: list[float] = []
+    stops: list[str] = []
+
+    async def pause(self: Runtime, seconds: float) -> None:
+        pauses.append(seconds)
+        queue.clock += seconds
+
+    monkeypatch.setattr(Runtime, "_pause", pause)
+    monkeypatch.setattr(Runtime, "_now", lambda self: queue.clock)
+    runtime = runtime_for(
+        ScriptedHandler(None, {}),  # type: ignore[arg-type]
+        queue,
+        drain_give_up=give_up,
+        on_stop=lambda: stops.append("stop"),
+        **settings,
+    )
+    return runtime, pauses, stops
+
+
+def test_a_drain_whose_queue_fails_every_call_gives_up_and_raises_drain_gave_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A batch job's drain cannot learn that an unreachable queue is empty: it retried for
+    # ever. It now gives up once every call has failed for the give-up time, its last wait
+    # cut to what is left of it, and stops as on SIGTERM (readiness hears of it once).
+    queue = FailingQueue(accepts=["fail"] * 100, checks=["fail"] * 100)
+    runtime, pauses, stops = draining_on(queue, monkeypatch, give_up=8.0)
+    with structlog.testing.capture_logs() as logs, pytest.raises(DrainGaveUp) as raised:
+        asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    # Checks pause a second, accepts 1, 2, 4, ... s; all counted from the first failure,
+    # and no pause past the give-up time.
+    assert queue.calls == [
+        ("drained?", 0.0),
+        ("accept", 1.0),
+        ("drained?", 2.0),
+        ("accept", 3.0),
+        ("drained?", 5.0),
+        ("accept", 6.0),  # its 4 s cut to the 2 left
+        ("drained?", 8.0),
+    ]
+    assert pauses == [1.0, 1.0, 1.0, 2.0, 1.0, 2.0, 0.0]
+    [gave_up] = [entry for entry in logs if entry["event"] == "drain_gave_up"]
+    assert gave_up["log_level"] == "error" and gave_up["failing_seconds"] == 8.0
+    assert gave_up["error"].endswith("from ConnectionRefusedError ECONNREFUSED")
+    assert str(raised.value) == (
+        f"the queue failed every call for 8 s while draining (its last error: {gave_up['error']})"
+    )
+    assert stops == ["stop"]
+    assert [entry["event"] for entry in logs][-1] == "worker_stopped"
+
+
+@pytest.mark.parametrize(
+    ("accepts", "checks"),
+    [
+        (["fail", "fail", "empty"] + ["fail"] * 100, ["fail"] * 7 + ["drained"]),
+        (["fail"] * 100, ["fail"] * 3 + ["not yet", "drained"]),
+    ],
+    ids=["an accept that answers", "a check that answers"],
+)
+def test_a_queue_call_that_works_starts_the_drains_give_up_time_over(
+    monkeypatch: pytest.MonkeyPatch, accepts: list[str], checks: list[str]
+) -> None:
+    # Failures on both sides of one call that worked: longer than the give-up time in all,
+    # never as long in a row.
+    queue = FailingQueue(accepts, checks)
+    runtime, _, stops = draining_on(queue, monkeypatch, give_up=8.0)
+    with structlog.testing.capture_logs() as logs:
+        stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    assert "drain_gave_up" not in [entry["event"] for entry in logs]
+    assert stats.completed == 0 and stops == ["stop"]
+    assert queue.clock > 8.0 and not queue.checks
+
+
+def test_a_drain_stopped_by_a_signal_while_its_queue_fails_exits_as_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A SIGTERM is the run's end: a check failing after it, even at the give-up time, does
+    # not turn it into a failure, and no call follows it.
+    queue = FailingQueue(accepts=["fail"] * 100, checks=["fail"] * 100)
+    runtime, _, stops = draining_on(queue, monkeypatch, give_up=8.0)
+    original = queue.is_drained
+
+    async def signalled_at_the_give_up_time() -> bool:
+        if queue.clock >= 8.0:
+            runtime.stop()
+        return await original()
+
+    queue.is_drained = signalled_at_the_give_up_time  # type: ignore[method-assign]
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    assert "drain_gave_up" not in [entry["event"] for entry in logs]
+    assert queue.calls[-1] == ("drained?", 8.0) and stops == ["stop"]
+
+
+def test_without_drain_a_failing_queue_is_tried_past_the_give_up_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A long-running worker waits out an outage however long it lasts (readiness says so).
+    queue = FailingQueue(accepts=["fail"] * 12, checks=[])
+    runtime, pauses, stops = draining_on(queue, monkeypatch, give_up=10.0)
+    original = queue.accept_session
+
+    async def accept_until_played(max_wait: float) -> None:
+        if not queue.accepts:
+            runtime.stop()
+        await original(max_wait)
+
+    queue.accept_session = accept_until_played  # type: ignore[method-assign]
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(asyncio.wait_for(runtime.run(), timeout=10))
+    assert "drain_gave_up" not in [entry["event"] for entry in logs]
+    assert pauses == [min(60.0, 2.0**n) for n in range(12)]  # no wait cut short either
+    assert len(queue.calls) == 13 and stops == ["stop"]
