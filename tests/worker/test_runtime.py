@@ -749,6 +749,14 @@ def test_a_waiting_accept_that_fails_still_tells_readiness_how_its_last_try_fail
     assert operations.queue_error == "TransientError (its last try: connection refused)"
 
 
+def raise_unreachable() -> None:
+    """Fail as the Service Bus adapter does when the connection is refused underneath."""
+    try:
+        raise ConnectionRefusedError(111, "refused")
+    except ConnectionRefusedError as exc:
+        raise TransientError("Service Bus: unreachable") from exc
+
+
 class UnreachableQueue:
     """A queue whose accepts fail (a connection refused underneath) or find nothing, as
     scripted (True: fails); drained once the script is played."""
@@ -758,10 +766,7 @@ class UnreachableQueue:
 
     async def accept_session(self, max_wait: float) -> None:
         if self.script and self.script.pop(0):
-            try:
-                raise ConnectionRefusedError(111, "refused")
-            except ConnectionRefusedError as exc:
-                raise TransientError("Service Bus: unreachable") from exc
+            raise_unreachable()
 
     async def is_drained(self) -> bool:
         return not self.script
@@ -839,10 +844,7 @@ class FailingQueue:
         self.calls.append((call, self.clock))
         outcome = script.pop(0) if script else ""
         if outcome == "fail":
-            try:
-                raise ConnectionRefusedError(111, "refused")
-            except ConnectionRefusedError as exc:
-                raise TransientError("Service Bus: unreachable") from exc
+            raise_unreachable()
         return outcome
 
     async def accept_session(self, max_wait: float) -> None:
@@ -852,11 +854,11 @@ class FailingQueue:
         return self._next("drained?", self.checks) in ("drained", "")
 
 
-def draining_on(
+def on_queue_clock(
     queue: FailingQueue, monkeypatch: pytest.MonkeyPatch, give_up: float, **settings: Any
 ) -> tuple[Runtime, list[float], list[str]]:
-    """A drain on `queue`, its pauses taken on the queue's clock; the run, the pauses and
-    what `on_stop` heard."""
+    """A runtime on `queue` whose pauses pass on the queue's clock: the runtime, the pauses
+    and what `on_stop` heard."""
     pauses: list[float] = []
     stops: list[str] = []
 
@@ -883,7 +885,7 @@ def test_a_drain_whose_queue_fails_every_call_gives_up_and_raises_drain_gave_up(
     # ever. It now gives up once every call has failed for the give-up time, its last wait
     # cut to what is left of it, and stops as on SIGTERM (readiness hears of it once).
     queue = FailingQueue(accepts=["fail"] * 100, checks=["fail"] * 100)
-    runtime, pauses, stops = draining_on(queue, monkeypatch, give_up=8.0)
+    runtime, pauses, stops = on_queue_clock(queue, monkeypatch, give_up=8.0)
     with structlog.testing.capture_logs() as logs, pytest.raises(DrainGaveUp) as raised:
         asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
     # Checks pause a second, accepts 1, 2, 4, ... s; all counted from the first failure,
@@ -922,7 +924,7 @@ def test_a_queue_call_that_works_starts_the_drains_give_up_time_over(
     # Failures on both sides of one call that worked: longer than the give-up time in all,
     # never as long in a row.
     queue = FailingQueue(accepts, checks)
-    runtime, _, stops = draining_on(queue, monkeypatch, give_up=8.0)
+    runtime, _, stops = on_queue_clock(queue, monkeypatch, give_up=8.0)
     with structlog.testing.capture_logs() as logs:
         stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
     assert "drain_gave_up" not in [entry["event"] for entry in logs]
@@ -936,7 +938,7 @@ def test_a_drain_stopped_by_a_signal_while_its_queue_fails_exits_as_stopped(
     # A SIGTERM is the run's end: a check failing after it, even at the give-up time, does
     # not turn it into a failure, and no call follows it.
     queue = FailingQueue(accepts=["fail"] * 100, checks=["fail"] * 100)
-    runtime, _, stops = draining_on(queue, monkeypatch, give_up=8.0)
+    runtime, _, stops = on_queue_clock(queue, monkeypatch, give_up=8.0)
     original = queue.is_drained
 
     async def signalled_at_the_give_up_time() -> bool:
@@ -956,7 +958,7 @@ def test_without_drain_a_failing_queue_is_tried_past_the_give_up_time(
 ) -> None:
     # A long-running worker waits out an outage however long it lasts (readiness says so).
     queue = FailingQueue(accepts=["fail"] * 12, checks=[])
-    runtime, pauses, stops = draining_on(queue, monkeypatch, give_up=10.0)
+    runtime, pauses, stops = on_queue_clock(queue, monkeypatch, give_up=10.0)
     original = queue.accept_session
 
     async def accept_until_played(max_wait: float) -> None:
