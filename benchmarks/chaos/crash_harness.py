@@ -492,7 +492,14 @@ def _check_queue(home: Home, generated: Generated, verdict: Verdict) -> None:
         else:
             unmatched.remove(match)
     for d in unmatched:
-        verdict.lose(f"dead-lettered: {d['reason']} {d['message_id']}: {d['description'][:120]}")
+        # The queue's delivery count, to tell a cause dead-lettered early from one that used
+        # up MAX_ATTEMPTS (under injected faults and kills: rare, and within the contract).
+        # On Service Bus it can read less than the worker's own count, which also counts
+        # a delivery whose session closed unsettled (worker/azure/sessions.py).
+        verdict.lose(
+            f"dead-lettered: {d['reason']} {d['message_id']} after {d['delivery_count']} "
+            f"deliveries: {d['description'][:120]}"
+        )
 
 
 # --------------------------------------------------------------------------------------
