@@ -757,19 +757,32 @@ def raise_unreachable() -> None:
         raise TransientError("Service Bus: unreachable") from exc
 
 
-class UnreachableQueue:
-    """A queue whose accepts fail (a connection refused underneath) or find nothing, as
-    scripted (True: fails); drained once the script is played."""
+class FailingQueue:
+    """A queue whose accepts and "is it drained?" checks fail (a connection refused
+    underneath) or answer as scripted, call by call: an accept "fail"s or finds nothing
+    ("empty", also once its script is played); a check "fail"s, says "not yet", or says
+    "drained" (once its own script is played: drained when the accepts' is too). Time
+    passes only in the runtime's pauses, on `clock`."""
 
-    def __init__(self, script: list[bool]) -> None:
-        self.script = script
+    def __init__(self, accepts: list[str], checks: list[str]) -> None:
+        self.accepts = accepts
+        self.checks = checks
+        self.calls: list[tuple[str, float]] = []
+        self.clock = 0.0
+
+    def _next(self, call: str, script: list[str]) -> str:
+        self.calls.append((call, self.clock))
+        outcome = script.pop(0) if script else ""
+        if outcome == "fail":
+            raise_unreachable()
+        return outcome
 
     async def accept_session(self, max_wait: float) -> None:
-        if self.script and self.script.pop(0):
-            raise_unreachable()
+        self._next("accept", self.accepts)
 
     async def is_drained(self) -> bool:
-        return not self.script
+        outcome = self._next("drained?", self.checks)
+        return outcome == "drained" or (outcome == "" and not self.accepts)
 
 
 def test_failed_accepts_back_off_and_name_their_cause(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -784,9 +797,10 @@ def test_failed_accepts_back_off_and_name_their_cause(monkeypatch: pytest.Monkey
         pauses.append(seconds)
 
     monkeypatch.setattr(Runtime, "_pause", pause)
+    queue = FailingQueue(accepts=["fail"] * 8 + ["empty", "fail", "fail"], checks=[])
     runtime = Runtime(
         ScriptedHandler(None, {}),  # type: ignore[arg-type]
-        UnreachableQueue([True] * 8 + [False, True, True]),  # type: ignore[arg-type]
+        queue,  # type: ignore[arg-type]
         concurrency=1,
         retry=RetryPolicy.no_waiting(),
         lock_duration=60,
@@ -811,7 +825,7 @@ def test_a_pause_cancelled_as_the_stop_arrives_ends_cancelled() -> None:
     async def main() -> None:
         runtime = Runtime(
             ScriptedHandler(None, {}),  # type: ignore[arg-type]
-            UnreachableQueue([]),  # type: ignore[arg-type]
+            FailingQueue(accepts=[], checks=[]),  # type: ignore[arg-type]
             concurrency=1,
             retry=RetryPolicy.no_waiting(),
             lock_duration=60,
@@ -826,32 +840,6 @@ def test_a_pause_cancelled_as_the_stop_arrives_ends_cancelled() -> None:
             await pause
 
     asyncio.run(asyncio.wait_for(main(), timeout=10))
-
-
-class FailingQueue:
-    """A queue whose accepts and "is it drained?" checks fail or answer as scripted, call
-    by call: an accept "fail"s or finds nothing ("empty", also once its script is played);
-    a check "fail"s, says "not yet", or says "drained" (also once its script is played).
-    Time passes only in the runtime's pauses, on `clock`."""
-
-    def __init__(self, accepts: list[str], checks: list[str]) -> None:
-        self.accepts = accepts
-        self.checks = checks
-        self.calls: list[tuple[str, float]] = []
-        self.clock = 0.0
-
-    def _next(self, call: str, script: list[str]) -> str:
-        self.calls.append((call, self.clock))
-        outcome = script.pop(0) if script else ""
-        if outcome == "fail":
-            raise_unreachable()
-        return outcome
-
-    async def accept_session(self, max_wait: float) -> None:
-        self._next("accept", self.accepts)
-
-    async def is_drained(self) -> bool:
-        return self._next("drained?", self.checks) in ("drained", "")
 
 
 def on_queue_clock(
