@@ -141,7 +141,7 @@ def slope(points: Sequence[tuple[float, float]], per: float) -> float | None:
 # Watching the worker
 # --------------------------------------------------------------------------------------
 def look(pid: int) -> tuple[int, int, int] | None:
-    """VmRSS (kB), threads and open descriptors of PID; None once it is gone."""
+    """VmRSS (KiB), threads and open descriptors of PID; None once it is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
         fds = len(os.listdir(f"/proc/{pid}/fd"))
@@ -298,7 +298,7 @@ class HeapLine:
 
 
 def heap_growth(folder: Path, top: int = 8) -> tuple[float, list[HeapLine]] | None:
-    """The traced heap's growth from the first snapshot to the last (kB), and the lines that
+    """The traced heap's growth from the first snapshot to the last (KiB), and the lines that
     held more at each snapshot than at the one before, largest first: memory a turn in
     flight holds comes and goes between snapshots, memory kept per turn only grows."""
     import tracemalloc
@@ -434,7 +434,7 @@ def report(run: Soak) -> list[str]:
         f"`{run.command}`: {run.wall:.1f} s, "
         f"{run.turns / run.wall:.1f} turns/s; {len(run.samples)} samples.",
         "",
-        "| turns published | s | VmRSS MB | threads | open fds |",
+        "| turns published | s | VmRSS MiB | threads | open fds |",
         "|---|---|---|---|---|",
     ]
     for s in run.at_tenths():
@@ -447,20 +447,20 @@ def report(run: Soak) -> list[str]:
     else:
         low, high = min(s.rss_kb for s in half), max(s.rss_kb for s in half)
         lines.append(
-            f"Second half ({len(half)} samples): VmRSS {low / 1024:.1f}-{high / 1024:.1f} MB, "
-            f"slope {growth:+.0f} kB per 1,000 turns; threads {_span(s.threads for s in half)}, "
+            f"Second half ({len(half)} samples): VmRSS {low / 1024:.1f}-{high / 1024:.1f} MiB, "
+            f"slope {growth:+.0f} KiB per 1,000 turns; threads {_span(s.threads for s in half)}, "
             f"open fds {_span(s.fds for s in half)}."
         )
     if run.heap is not None:
         total, top = run.heap
         lines.extend([
             "",
-            f"Under tracemalloc: the Python heap grew {total:+,.0f} kB from the snapshot at "
+            f"Under tracemalloc: the Python heap grew {total:+,.0f} KiB from the snapshot at "
             f"{SNAPSHOT_AT[0]:.0%} of the turns to the one at {SNAPSHOT_AT[-1]:.0%} (the resident "
             "set above holds tracemalloc's own records and snapshots too). The lines whose "
             "memory grew from each snapshot to the next, largest first:",
             "",
-            "| kB | blocks | allocated at |",
+            "| KiB | blocks | allocated at |",
             "|---|---|---|",
             *(
                 f"| {line.kb:+,.1f} | {line.blocks:+,} | `{line.where}`"

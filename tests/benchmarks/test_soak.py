@@ -40,7 +40,7 @@ def test_the_soak_serves_every_turn_and_samples_the_worker_while_it_does(tmp_pat
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert f" at commit {commit}" in text.splitlines()[2]  # the code the figures are of
-    assert "| turns published | s | VmRSS MB | threads | open fds |" in text
+    assert "| turns published | s | VmRSS MiB | threads | open fds |" in text
     assert "200 turn records `published`, each from its 2 winning artifacts" in text
 
 
