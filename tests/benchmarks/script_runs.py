@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,10 +15,16 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 def run_script(
     script: str, *args: str, cwd: Path, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """`python benchmarks/SCRIPT ARGS...` in `cwd`; its exit code is the caller's to check."""
+    """`python benchmarks/SCRIPT ARGS...` in `cwd`; its exit code is the caller's to check.
+
+    Its temporary folder is `cwd` too: the scratch homes a script makes, and the mark
+    `run_all.py` leaves once it deletes them, stay in the test's folder. In the machine's
+    temporary folder, the mark would tell the next timed run that it starts too soon after
+    a deletion."""
     return subprocess.run(
         [sys.executable, str(BENCHMARKS / script), *args],
         cwd=cwd,
+        env={**os.environ, "TMPDIR": str(cwd)},
         capture_output=True,
         text=True,
         timeout=timeout,

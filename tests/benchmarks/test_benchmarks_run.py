@@ -49,6 +49,9 @@ def test_run_all_measures_every_case_at_quick_size_and_writes_its_report(tmp_pat
     assert "ratio of each group in order: " in text, text[-2000:]
     # Beside it, the decision core's warm work on the same turn, added to the bare turn.
     assert "the decision core's pure work on the same turn" in text, text[-2000:]
+    # Its scratch homes are gone, and the mark of their deletion is in its temporary folder.
+    assert [p for p in tmp_path.glob("export-bench-*") if p.is_dir()] == []
+    assert (tmp_path / "export-bench-deleted").exists()
 
 
 def test_the_decision_core_reports_the_headline_turn_as_one_json_line(tmp_path: Path) -> None:
