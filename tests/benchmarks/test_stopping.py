@@ -27,7 +27,7 @@ from tests.benchmarks.processes import (
     left_in,
     wait_until,
 )
-from tests.benchmarks.script_runs import BENCHMARKS, benchmark_module
+from tests.benchmarks.script_runs import BENCHMARKS, benchmark_module, script_env
 
 # A benchmark in miniature: `stoppable(main)` measuring a worker through `launch.py` with
 # `run_stoppably`, and a `finally` that must run. The "worker" says when it is waiting and
@@ -98,11 +98,10 @@ def test_a_stopped_benchmark_passes_the_stop_to_its_worker_and_waits_for_it(
 def test_run_all_stopped_mid_measurement_stops_its_worker_and_deletes_its_homes(
     tmp_path: Path,
 ) -> None:
-    env = {**os.environ, "TMPDIR": str(tmp_path)}  # its scratch homes, in here
     proc = subprocess.Popen(
         [sys.executable, str(BENCHMARKS / "run_all.py"), "--quick"],
         cwd=tmp_path,
-        env=env,
+        env=script_env(tmp_path),  # its scratch homes, in here
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
