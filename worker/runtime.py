@@ -43,6 +43,16 @@ ACCEPT_RETRY_MAX_SECONDS = 60.0
 # While draining, how long a worker that found no session pauses before it looks again
 # (something is still in flight, locked or scheduled for later).
 DRAIN_POLL_SECONDS = 0.05
+# A session that failed (its receive, or a settlement) is let go, then the worker waits this
+# long before its next accept, doubled at each failure in a row up to ACCEPT_RETRY_MAX_SECONDS:
+# a receive that always fails costs a log line a minute, not five a second (each a new AMQP
+# connection on Service Bus).
+SESSION_RETRY_SECONDS = 0.2
+
+# The queue's calls a drain gives up on, each timed on its own (`Runtime._failing_left`).
+ACCEPT = "session accept"
+RECEIVE = "receive"
+DRAINED_CHECK = "empty-queue check"
 
 
 class RunStats(msgspec.Struct):
@@ -56,8 +66,9 @@ class RunStats(msgspec.Struct):
 
 
 class DrainGaveUp(Exception):
-    """`run --drain` found its queue failing every call for the give-up time: the drain ends
-    (exit 1), and what is still queued waits for the next worker."""
+    """`run --drain` found one of its queue's calls (accepts, receives or empty-queue checks)
+    failing every time for the give-up time: the drain ends (exit 1), and what is still
+    queued waits for the next worker."""
 
 
 class MessageHandler(Protocol):
@@ -88,9 +99,10 @@ class Runtime:
     ) -> None:
         """`on_stop`: called once when the runtime stops taking sessions (SIGTERM, drained,
         given up), before the grace period: readiness says `closed` from then on.
-        `drain_give_up`: how long a drain tries a queue that fails every call (`run`'s is
-        DRAIN_GIVE_UP_SECONDS): it cannot learn that the queue is empty, and a batch job
-        must end. Without `drain` the runtime tries for as long as it runs."""
+        `drain_give_up`: how long a drain tries a queue call that fails every time (`run`'s
+        is DRAIN_GIVE_UP_SECONDS): it cannot learn that the queue is empty, or cannot take
+        what is in it, and a batch job must end. Without `drain` the runtime tries for as
+        long as it runs."""
         self.handler = handler
         self.queue = queue
         self.concurrency = concurrency
@@ -105,8 +117,12 @@ class Runtime:
         self._in_flight = 0
         self._log = get_logger()
         self.drain_give_up = drain_give_up
-        # Since when every call to the queue has failed (the loop's clock), or None.
-        self._queue_failing_since: float | None = None
+        # While draining: per kind of queue call, since when every one has failed (the
+        # loop's clock). Timed apart, so that one kind working does not hide another that
+        # never does: empty-queue checks answering "not yet" while every accept fails, or a
+        # session worker's empty accept while another's every receive fails.
+        self._draining = False
+        self._failing_since: dict[str, float] = {}
         self._gave_up: DrainGaveUp | None = None
 
     def stop(self) -> None:
@@ -123,6 +139,7 @@ class Runtime:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
+        self._draining = drain
         self._log.info("worker_started", concurrency=self.concurrency, drain=drain)
         self.observer.loop_started()
         workers = [asyncio.create_task(self._serve(drain)) for _ in range(self.concurrency)]
@@ -144,6 +161,7 @@ class Runtime:
         accept_wait = 0.0 if drain else ACCEPT_WAIT_SECONDS
         idle = True
         failed_accepts = 0
+        failed_sessions = 0
         while not self._stopping.is_set():
             if drain and idle and self._in_flight == 0 and await self._drained():
                 self.stop()
@@ -154,7 +172,7 @@ class Runtime:
                 with self.observer.waiting(accept_wait):
                     session = await self._accept(accept_wait)
             except Exception as exc:  # a port's error, or an SDK's the adapter let through
-                left = self._failing_left() if drain else math.inf
+                left = self._failing_left(ACCEPT)
                 retry_in = min(doubling(failed_accepts, 1.0, ACCEPT_RETRY_MAX_SECONDS), left)
                 failed_accepts += 1
                 self._log.warning(
@@ -164,11 +182,11 @@ class Runtime:
                     retry_in=retry_in,
                 )
                 if left <= 0:
-                    self._give_up(exc)
+                    self._give_up(ACCEPT, exc)
                 await self._pause(retry_in)
                 continue
             failed_accepts = 0
-            self._queue_failing_since = None
+            self._worked(ACCEPT)
             idle = session is None
             if session is None:
                 if drain:
@@ -181,20 +199,33 @@ class Runtime:
                 continue
             self._in_flight += 1
             self.observer.session_acquired()
+            retry_in = 0.0
             try:
                 await self._serve_session(session)
+                failed_sessions = 0
             except Exception as exc:
-                # A store or queue failure while settling: the message's lock lapses and it
-                # is redelivered; this worker keeps serving other sessions.
-                self._log.warning(
-                    "session_failed", session_id=session.session_id, error=where_raised(exc)
+                # A receive, or a store or queue failure while settling: a received message's
+                # lock lapses and it is redelivered; this worker keeps serving other sessions.
+                retry_in = min(
+                    doubling(failed_sessions, SESSION_RETRY_SECONDS, ACCEPT_RETRY_MAX_SECONDS),
+                    self._time_left(RECEIVE),
                 )
-                await self._pause(0.2)
+                failed_sessions += 1
+                self._log.warning(
+                    "session_failed",
+                    session_id=session.session_id,
+                    error=where_raised(exc),
+                    failures=failed_sessions,
+                    retry_in=retry_in,
+                )
             finally:
                 self._in_flight -= 1
                 with contextlib.suppress(Exception):
                     await session.close()
                 self.observer.session_released()
+            if retry_in:
+                # After the close: a session is not held, locked, through the wait.
+                await self._pause(retry_in)
 
     async def _serve_session(self, session: Session) -> None:
         # Every line logged while the session is held names it, the renewer's included.
@@ -210,7 +241,7 @@ class Runtime:
             try:
                 while not self._stopping.is_set():
                     with self.observer.waiting(wait):
-                        message = await session.receive(wait)
+                        message = await self._receive(session, wait)
                     if message is None:
                         return
                     await self._process(session, message, lock_lost)
@@ -268,6 +299,24 @@ class Runtime:
                     self.stats.lock_lost += 1
                     handling.lock_lost()
                     self._log.warning("message_lock_lost")
+
+    async def _receive(self, session: Session, wait: float) -> QueueMessage | None:
+        """The session's next message, or None; while draining, a receive that fails is
+        timed as the queue's other calls are, and a message received ends every failing
+        time (the queue delivers)."""
+        try:
+            message = await session.receive(wait)
+        except LockLost:
+            raise
+        except Exception as exc:
+            if self._failing_left(RECEIVE) <= 0:
+                self._give_up(RECEIVE, exc)
+            raise
+        if message is None:
+            self._worked(RECEIVE)
+        else:
+            self._failing_since.clear()
+        return message
 
     async def _until_done_or_grace(self, work: asyncio.Task[Any], lock_lost: asyncio.Event) -> bool:
         """Wait for `work`; once stopping, at most the grace period; not past a lost lock.
@@ -364,33 +413,43 @@ class Runtime:
             drained = await self.queue.is_drained()
         except Exception as exc:
             self._log.warning("drain_check_failed", error=where_raised(exc))
-            left = self._failing_left()
+            left = self._failing_left(DRAINED_CHECK)
             if left <= 0:
-                self._give_up(exc)
+                self._give_up(DRAINED_CHECK, exc)
             await self._pause(min(1.0, left))
             return False
-        self._queue_failing_since = None
+        self._worked(DRAINED_CHECK)
         return drained
 
-    def _failing_left(self) -> float:
-        """After a failed call to the queue while draining: how long its calls may go on
-        failing before the drain gives up (0: now). A call that works starts it over."""
-        now = self._now()
-        if self._queue_failing_since is None:
-            self._queue_failing_since = now
-        return max(self.drain_give_up - (now - self._queue_failing_since), 0.0)
+    def _failing_left(self, call: str) -> float:
+        """After a failed queue `call`: how long calls of its kind may go on failing before
+        the drain gives up (0: now; without `--drain`, for ever). One that works starts it
+        over (`_worked`), and so does a message received."""
+        if self._draining:
+            self._failing_since.setdefault(call, self._now())
+        return self._time_left(call)
 
-    def _give_up(self, exc: Exception) -> None:
-        """End a drain whose queue has failed every call for `drain_give_up` seconds: what
+    def _time_left(self, call: str) -> float:
+        """How long calls of this kind, failing since `_failing_since`, may go on failing
+        (for ever if they are not failing, or the run is not a drain)."""
+        since = self._failing_since.get(call)
+        if since is None:
+            return math.inf
+        return max(self.drain_give_up - (self._now() - since), 0.0)
+
+    def _worked(self, call: str) -> None:
+        self._failing_since.pop(call, None)
+
+    def _give_up(self, call: str, exc: Exception) -> None:
+        """End a drain whose `call` has failed every time for `drain_give_up` seconds: what
         is in flight gets the grace period, then `run` raises DrainGaveUp (exit 1)."""
         if self._stopping.is_set():
             return  # stopping already (SIGTERM, drained): that stop is the run's end
-        assert self._queue_failing_since is not None
-        failing = self._now() - self._queue_failing_since
-        self._log.error("drain_gave_up", failing_seconds=round(failing, 1), error=where_raised(exc))
+        failing = self._now() - self._failing_since[call]
+        error = where_raised(exc)
+        self._log.error("drain_gave_up", call=call, failing_seconds=round(failing, 1), error=error)
         self._gave_up = DrainGaveUp(
-            f"the queue failed every call for {failing:.0f} s while draining "
-            f"(its last error: {where_raised(exc)})"
+            f"every {call} failed for {failing:.0f} s while draining (its last error: {error})"
         )
         self.stop()
 

@@ -55,8 +55,8 @@ class Settings(EnvSettings):
     # How long one session's lock is renewed at most: longer than the longest export (the
     # Functions trigger's maxAutoLockRenewalDuration).
     max_lock_renewal_seconds = Setting(3600.0, number(gt=0))
-    # `run --drain`: how long every call to the queue may fail before the drain gives up
-    # (exit 1); `run` without it tries for as long as it runs.
+    # `run --drain`: how long one kind of call to the queue may fail every time before the
+    # drain gives up (exit 1); `run` without it tries for as long as it runs.
     drain_give_up_seconds = Setting(300.0, number(gt=0))
 
     # Operations (docs/operations.md): /healthz, /readyz and /metrics on this port (0: off),

@@ -758,15 +758,20 @@ def raise_unreachable() -> None:
 
 
 class FailingQueue:
-    """A queue whose accepts and "is it drained?" checks fail (a connection refused
-    underneath) or answer as scripted, call by call: an accept "fail"s or finds nothing
-    ("empty", also once its script is played); a check "fail"s, says "not yet", or says
-    "drained" (once its own script is played: drained when the accepts' is too). Time
-    passes only in the runtime's pauses, on `clock`."""
+    """A queue whose accepts, "is it drained?" checks and receives fail (a connection
+    refused underneath) or answer as scripted, call by call: an accept "fail"s, finds
+    nothing ("empty", also once its script is played) or hands out a "session"; a check
+    "fail"s, says "not yet", or says "drained" (once its own script is played: drained when
+    the accepts' is too); a receive "fail"s, finds nothing ("none", also once its script is
+    played) or delivers a "message", which the handler completes. Time passes only in the
+    runtime's pauses, on `clock`."""
 
-    def __init__(self, accepts: list[str], checks: list[str]) -> None:
+    def __init__(
+        self, accepts: list[str], checks: list[str], receives: tuple[str, ...] = ()
+    ) -> None:
         self.accepts = accepts
         self.checks = checks
+        self.receives = list(receives)
         self.calls: list[tuple[str, float]] = []
         self.clock = 0.0
 
@@ -777,12 +782,28 @@ class FailingQueue:
             raise_unreachable()
         return outcome
 
-    async def accept_session(self, max_wait: float) -> None:
-        self._next("accept", self.accepts)
+    async def accept_session(self, max_wait: float) -> ScriptedSession | None:
+        outcome = self._next("accept", self.accepts)
+        return ScriptedSession(self) if outcome == "session" else None
 
     async def is_drained(self) -> bool:
         outcome = self._next("drained?", self.checks)
         return outcome == "drained" or (outcome == "" and not self.accepts)
+
+
+class ScriptedSession(KeptSession):
+    """A session of a `FailingQueue`, receiving as its `receives` script says."""
+
+    def __init__(self, queue: FailingQueue) -> None:
+        super().__init__(QueueMessage(1, "m", "s", b"ok", 1, "2026-01-01T00:00:00Z"), [])
+        self.queue = queue
+
+    async def receive(self, max_wait: float) -> QueueMessage | None:
+        outcome = self.queue._next("receive", self.queue.receives)
+        return self.message if outcome == "message" else None
+
+    async def close(self) -> None:
+        self.queue.calls.append(("close", self.queue.clock))
 
 
 def test_failed_accepts_back_off_and_name_their_cause(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -857,7 +878,7 @@ def on_queue_clock(
     monkeypatch.setattr(Runtime, "_pause", pause)
     monkeypatch.setattr(Runtime, "_now", lambda self: queue.clock)
     runtime = runtime_for(
-        ScriptedHandler(None, {}),  # type: ignore[arg-type]
+        ScriptedHandler(None, {b"ok": ["done"]}),  # type: ignore[arg-type]
         queue,
         drain_give_up=give_up,
         on_stop=lambda: stops.append("stop"),
@@ -870,53 +891,106 @@ def test_a_drain_whose_queue_fails_every_call_gives_up_and_raises_drain_gave_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A batch job's drain cannot learn that an unreachable queue is empty: it retried for
-    # ever. It now gives up once every call has failed for the give-up time, its last wait
-    # cut to what is left of it, and stops as on SIGTERM (readiness hears of it once).
+    # ever. It now gives up at the first call that fails past the give-up time of failing
+    # every time, its last wait cut to what is left of it, and stops as on SIGTERM
+    # (readiness hears of it once).
     queue = FailingQueue(accepts=["fail"] * 100, checks=["fail"] * 100)
     runtime, pauses, stops = on_queue_clock(queue, monkeypatch, give_up=8.0)
     with structlog.testing.capture_logs() as logs, pytest.raises(DrainGaveUp) as raised:
         asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
-    # Checks pause a second, accepts 1, 2, 4, ... s; all counted from the first failure,
-    # and no pause past the give-up time.
+    # Checks pause a second, accepts 1, 2, 4, ... s; each kind timed from its own first
+    # failure, and no accept waits past its give-up time.
     assert queue.calls == [
         ("drained?", 0.0),
         ("accept", 1.0),
         ("drained?", 2.0),
         ("accept", 3.0),
         ("drained?", 5.0),
-        ("accept", 6.0),  # its 4 s cut to the 2 left
-        ("drained?", 8.0),
+        ("accept", 6.0),  # its 4 s cut to the 3 left of the accepts' 8
+        ("drained?", 9.0),
     ]
-    assert pauses == [1.0, 1.0, 1.0, 2.0, 1.0, 2.0, 0.0]
+    assert pauses == [1.0, 1.0, 1.0, 2.0, 1.0, 3.0, 0.0]
     [gave_up] = [entry for entry in logs if entry["event"] == "drain_gave_up"]
-    assert gave_up["log_level"] == "error" and gave_up["failing_seconds"] == 8.0
+    assert gave_up["log_level"] == "error" and gave_up["failing_seconds"] == 9.0
+    assert gave_up["call"] == "empty-queue check"
     assert gave_up["error"].endswith("from ConnectionRefusedError ECONNREFUSED")
     assert str(raised.value) == (
-        f"the queue failed every call for 8 s while draining (its last error: {gave_up['error']})"
+        "every empty-queue check failed for 9 s while draining "
+        f"(its last error: {gave_up['error']})"
     )
     assert stops == ["stop"]
     assert [entry["event"] for entry in logs][-1] == "worker_stopped"
 
 
+def test_a_drain_whose_accepts_all_fail_gives_up_while_its_checks_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Service Bus's counts come over HTTPS, its sessions over AMQP: with only the latter
+    # blocked, every check said "not yet", which started the give-up time over, and the
+    # drain retried its accepts for ever.
+    queue = FailingQueue(accepts=["fail"] * 100, checks=["not yet"] * 100)
+    runtime, _, _ = on_queue_clock(queue, monkeypatch, give_up=8.0)
+    with structlog.testing.capture_logs() as logs, pytest.raises(DrainGaveUp) as raised:
+        asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    [gave_up] = [entry for entry in logs if entry["event"] == "drain_gave_up"]
+    assert (gave_up["call"], gave_up["failing_seconds"]) == ("session accept", 8.0)
+    assert str(raised.value).startswith("every session accept failed for 8 s while draining")
+    assert [at for call, at in queue.calls if call == "accept"] == [0.0, 1.0, 3.0, 7.0, 8.0]
+    assert [at for call, at in queue.calls if call == "drained?"] == [0.0, 1.0, 3.0, 7.0, 8.0]
+
+
+def test_a_drain_whose_receives_all_fail_gives_up_though_its_accepts_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A session accepted, its receive failing, the session let go: each accept that worked
+    # (or another session worker's that found nothing) started the give-up time over, and
+    # the drain looped for ever, five sessions a second. The receives are now timed on
+    # their own, and each failure in a row waits twice as long before the next accept, the
+    # session let go first.
+    accepts = ["session", "empty"] * 50
+    queue = FailingQueue(accepts=accepts, checks=["not yet"] * 100, receives=["fail"] * 100)
+    runtime, _, _ = on_queue_clock(queue, monkeypatch, give_up=8.0)
+    with structlog.testing.capture_logs() as logs, pytest.raises(DrainGaveUp) as raised:
+        asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    [gave_up] = [entry for entry in logs if entry["event"] == "drain_gave_up"]
+    assert gave_up["call"] == "receive" and gave_up["failing_seconds"] == 8.1
+    assert str(raised.value).startswith("every receive failed for 8 s while draining")
+    failed = [entry for entry in logs if entry["event"] == "session_failed"]
+    # Doubling from 0.2 s, the last wait cut to what is left of the 8 s.
+    assert [round(entry["retry_in"], 2) for entry in failed] == [0.2, 0.4, 0.8, 1.6, 3.2, 1.55, 0]
+    assert all(entry["error"].endswith("ECONNREFUSED") for entry in failed)
+    # Each session closed as its receive failed: the wait comes after, not holding it.
+    held = [(call, at) for call, at in queue.calls if call in ("receive", "close")]
+    assert held == [(call, at) for _, at in held[::2] for call in ("receive", "close")]
+    assert len(held) == 2 * len(failed)
+
+
 @pytest.mark.parametrize(
-    ("accepts", "checks"),
+    ("accepts", "checks", "receives"),
     [
-        (["fail", "fail", "empty"] + ["fail"] * 100, ["fail"] * 7 + ["drained"]),
-        (["fail"] * 100, ["fail"] * 3 + ["not yet", "drained"]),
+        (["fail", "fail", "fail", "empty"] + ["fail"] * 100, ["not yet"] * 7 + ["drained"], []),
+        (["empty"] * 100, ["fail"] * 5 + ["not yet"] + ["fail"] * 5 + ["drained"], []),
+        (["session"] * 100, ["not yet"] * 100, ["fail"] * 5 + ["none"] + ["fail"] * 5 + [""]),
+        (["fail", "fail", "session", "fail", "fail"], ["fail"] * 6 + ["drained"], ["message"]),
     ],
-    ids=["an accept that answers", "a check that answers"],
+    ids=[
+        "an accept that answers",
+        "a check that answers",
+        "a receive that answers",
+        "a message delivered, every kind",
+    ],
 )
 def test_a_queue_call_that_works_starts_the_drains_give_up_time_over(
-    monkeypatch: pytest.MonkeyPatch, accepts: list[str], checks: list[str]
+    monkeypatch: pytest.MonkeyPatch, accepts: list[str], checks: list[str], receives: list[str]
 ) -> None:
-    # Failures on both sides of one call that worked: longer than the give-up time in all,
-    # never as long in a row.
-    queue = FailingQueue(accepts, checks)
+    # Failures on both sides of one call of their kind that worked (or of a message
+    # delivered): longer than the give-up time in all, never as long in a row.
+    queue = FailingQueue(accepts, checks, tuple(receives))
     runtime, _, stops = on_queue_clock(queue, monkeypatch, give_up=8.0)
     with structlog.testing.capture_logs() as logs:
         stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
     assert "drain_gave_up" not in [entry["event"] for entry in logs]
-    assert stats.completed == 0 and stops == ["stop"]
+    assert stats.completed == receives.count("message") and stops == ["stop"]
     assert queue.clock > 8.0 and not queue.checks
 
 
@@ -938,7 +1012,7 @@ def test_a_drain_stopped_by_a_signal_while_its_queue_fails_exits_as_stopped(
     with structlog.testing.capture_logs() as logs:
         asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
     assert "drain_gave_up" not in [entry["event"] for entry in logs]
-    assert queue.calls[-1] == ("drained?", 8.0) and stops == ["stop"]
+    assert queue.calls[-1] == ("drained?", 9.0) and stops == ["stop"]
 
 
 def test_without_drain_a_failing_queue_is_tried_past_the_give_up_time(
