@@ -8,7 +8,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import structlog
@@ -887,6 +887,26 @@ def on_queue_clock(
     return runtime, pauses, stops
 
 
+class GaveUp(NamedTuple):
+    """How a drain on a queue clock ended: its `drain_gave_up` line, DrainGaveUp's text,
+    every line logged, the runtime's pauses and what `on_stop` heard."""
+
+    line: dict[str, Any]
+    text: str
+    logs: list[dict[str, Any]]
+    pauses: list[float]
+    stops: list[str]
+
+
+def drained_until_it_gives_up(queue: FailingQueue, monkeypatch: pytest.MonkeyPatch) -> GaveUp:
+    """Drain `queue` with a give-up time of 8 s, which it must reach."""
+    runtime, pauses, stops = on_queue_clock(queue, monkeypatch, give_up=8.0)
+    with structlog.testing.capture_logs() as logs, pytest.raises(DrainGaveUp) as raised:
+        asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    [line] = [entry for entry in logs if entry["event"] == "drain_gave_up"]
+    return GaveUp(line, str(raised.value), logs, pauses, stops)
+
+
 def test_a_drain_whose_queue_fails_every_call_gives_up_and_raises_drain_gave_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -895,9 +915,7 @@ def test_a_drain_whose_queue_fails_every_call_gives_up_and_raises_drain_gave_up(
     # every time, its last wait cut to what is left of it, and stops as on SIGTERM
     # (readiness hears of it once).
     queue = FailingQueue(accepts=["fail"] * 100, checks=["fail"] * 100)
-    runtime, pauses, stops = on_queue_clock(queue, monkeypatch, give_up=8.0)
-    with structlog.testing.capture_logs() as logs, pytest.raises(DrainGaveUp) as raised:
-        asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    ended = drained_until_it_gives_up(queue, monkeypatch)
     # Checks pause a second, accepts 1, 2, 4, ... s; each kind timed from its own first
     # failure, and no accept waits past its give-up time.
     assert queue.calls == [
@@ -909,17 +927,17 @@ def test_a_drain_whose_queue_fails_every_call_gives_up_and_raises_drain_gave_up(
         ("accept", 6.0),  # its 4 s cut to the 3 left of the accepts' 8
         ("drained?", 9.0),
     ]
-    assert pauses == [1.0, 1.0, 1.0, 2.0, 1.0, 3.0, 0.0]
-    [gave_up] = [entry for entry in logs if entry["event"] == "drain_gave_up"]
+    assert ended.pauses == [1.0, 1.0, 1.0, 2.0, 1.0, 3.0, 0.0]
+    gave_up = ended.line
     assert gave_up["log_level"] == "error" and gave_up["failing_seconds"] == 9.0
     assert gave_up["call"] == "empty-queue check"
     assert gave_up["error"].endswith("from ConnectionRefusedError ECONNREFUSED")
-    assert str(raised.value) == (
+    assert ended.text == (
         "every empty-queue check failed for 9 s while draining "
         f"(its last error: {gave_up['error']})"
     )
-    assert stops == ["stop"]
-    assert [entry["event"] for entry in logs][-1] == "worker_stopped"
+    assert ended.stops == ["stop"]
+    assert [entry["event"] for entry in ended.logs][-1] == "worker_stopped"
 
 
 def test_a_drain_whose_accepts_all_fail_gives_up_while_its_checks_answer(
@@ -929,12 +947,9 @@ def test_a_drain_whose_accepts_all_fail_gives_up_while_its_checks_answer(
     # blocked, every check said "not yet", which started the give-up time over, and the
     # drain retried its accepts for ever.
     queue = FailingQueue(accepts=["fail"] * 100, checks=["not yet"] * 100)
-    runtime, _, _ = on_queue_clock(queue, monkeypatch, give_up=8.0)
-    with structlog.testing.capture_logs() as logs, pytest.raises(DrainGaveUp) as raised:
-        asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
-    [gave_up] = [entry for entry in logs if entry["event"] == "drain_gave_up"]
-    assert (gave_up["call"], gave_up["failing_seconds"]) == ("session accept", 8.0)
-    assert str(raised.value).startswith("every session accept failed for 8 s while draining")
+    ended = drained_until_it_gives_up(queue, monkeypatch)
+    assert (ended.line["call"], ended.line["failing_seconds"]) == ("session accept", 8.0)
+    assert ended.text.startswith("every session accept failed for 8 s while draining")
     assert [at for call, at in queue.calls if call == "accept"] == [0.0, 1.0, 3.0, 7.0, 8.0]
     assert [at for call, at in queue.calls if call == "drained?"] == [0.0, 1.0, 3.0, 7.0, 8.0]
 
@@ -949,13 +964,10 @@ def test_a_drain_whose_receives_all_fail_gives_up_though_its_accepts_work(
     # session let go first.
     accepts = ["session", "empty"] * 50
     queue = FailingQueue(accepts=accepts, checks=["not yet"] * 100, receives=["fail"] * 100)
-    runtime, _, _ = on_queue_clock(queue, monkeypatch, give_up=8.0)
-    with structlog.testing.capture_logs() as logs, pytest.raises(DrainGaveUp) as raised:
-        asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
-    [gave_up] = [entry for entry in logs if entry["event"] == "drain_gave_up"]
-    assert gave_up["call"] == "receive" and gave_up["failing_seconds"] == 8.1
-    assert str(raised.value).startswith("every receive failed for 8 s while draining")
-    failed = [entry for entry in logs if entry["event"] == "session_failed"]
+    ended = drained_until_it_gives_up(queue, monkeypatch)
+    assert (ended.line["call"], ended.line["failing_seconds"]) == ("receive", 8.1)
+    assert ended.text.startswith("every receive failed for 8 s while draining")
+    failed = [entry for entry in ended.logs if entry["event"] == "session_failed"]
     # Doubling from 0.2 s, the last wait cut to what is left of the 8 s.
     assert [round(entry["retry_in"], 2) for entry in failed] == [0.2, 0.4, 0.8, 1.6, 3.2, 1.55, 0]
     assert all(entry["error"].endswith("ECONNREFUSED") for entry in failed)
