@@ -43,11 +43,13 @@ def session_properties(session_id: str, properties: Mapping[str, Any]) -> dict[s
 
 
 def sent_session(raw: ServiceBusReceivedMessage) -> str:
-    """The session id the message was sent with."""
+    """The session id the message was sent with. Binary that is not UTF-8 (a producer other
+    than this worker) reads with replacement characters, as other properties do: an error
+    here would fail every receive of its session."""
     for key, value in (raw.application_properties or {}).items():
         name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
         if name == SENT_SESSION_KEY:
-            return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
     return raw.session_id or ""
 
 
