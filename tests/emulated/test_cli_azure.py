@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient
+from azure.servicebus.amqp import AmqpAnnotatedMessage
 
 from tests.emulated.azure_environment import (
     QUEUE,
@@ -328,3 +329,42 @@ async def replay_twice(env: AzureEnvironment, fixture: dict[str, Any]) -> None:
         assert record.decision == "published" and record.event_sent
     finally:
         await backend.close()
+
+
+def test_messages_in_other_amqp_bodies_are_dead_lettered_and_the_good_turn_publishes(
+    env: AzureEnvironment, tmp_path: Path
+) -> None:
+    # A Service Bus producer may send an AMQP value or sequence body, not data. An error
+    # while reading one into the port's message would leave it locked, released uncounted
+    # when its session closes, back at its session's head for ever. Each is dead-lettered
+    # as invalid at its first delivery, and the good turn publishes.
+    fixture = headline()
+    [good] = fixture["events"]
+    asyncio.run(env.clear_blobs([good["conversation_id"]]))
+    cli = cli_on(env, tmp_path / "home")
+    cli.run("dev", "seed", str(write(tmp_path / "headline.json", fixture)))
+    odd = [
+        AmqpAnnotatedMessage(
+            value_body={"event_type": "turn.completed"},
+            properties={"message_id": "value", "group_id": "s-value"},
+        ),
+        AmqpAnnotatedMessage(
+            sequence_body=[[1, 2], ["three"]],
+            properties={"message_id": "sequence", "group_id": "s-sequence"},
+        ),
+    ]
+    with (
+        ServiceBusClient.from_connection_string(env.broker.connection_string) as client,
+        client.get_queue_sender(QUEUE) as sender,
+    ):
+        for message in odd:  # one at a time: the test broker does not unpack a batch
+            sender.send_messages(message)
+    cli.run("run", "--drain", timeout=60)
+    dead = {d["message_id"]: d for d in cli.json("dlq", "list")}
+    assert {key: (d["reason"], d["delivery_count"]) for key, d in dead.items()} == {
+        "value": ("schema_invalid", 1),
+        "sequence": ("schema_invalid", 1),
+    }
+    [record] = cli.json("turns", "list", "--conversation", good["conversation_id"])
+    assert record["decision"] == "published" and record["event_sent"] is True
+    assert env.active_messages() == 0
