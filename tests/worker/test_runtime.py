@@ -911,9 +911,9 @@ def test_a_drain_whose_queue_fails_every_call_gives_up_and_raises_drain_gave_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A batch job's drain cannot learn that an unreachable queue is empty: it retried for
-    # ever. It now gives up at the first call that fails past the give-up time of failing
-    # every time, its last wait cut to what is left of it, and stops as on SIGTERM
-    # (readiness hears of it once).
+    # ever. Once a kind of call has failed every time for the give-up time, it gives up at
+    # that kind's next failure (an accept's wait is cut to what is left of its time), and
+    # stops as on SIGTERM (readiness hears of it once).
     queue = FailingQueue(accepts=["fail"] * 100, checks=["fail"] * 100)
     ended = drained_until_it_gives_up(queue, monkeypatch)
     # Checks pause a second, accepts 1, 2, 4, ... s; each kind timed from its own first
