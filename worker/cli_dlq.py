@@ -61,7 +61,9 @@ def dlq_show(sequence_number: int) -> None:
     shown = entry.summary()
     shown["properties"] = dict(entry.properties)
     shown["body"] = entry.body.decode("utf-8", "replace")
-    click.echo(json.dumps(shown, ensure_ascii=False, indent=2))
+    # A property of a type JSON has not (an AMQP uuid: a .NET Guid) is shown as its text;
+    # `replay` sends it back as it came.
+    click.echo(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
 
 
 def _check_selection(

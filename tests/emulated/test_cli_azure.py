@@ -11,12 +11,13 @@ import select
 import signal
 import sys
 import time
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 
 from tests.emulated.azure_environment import (
@@ -331,18 +332,21 @@ async def replay_twice(env: AzureEnvironment, fixture: dict[str, Any]) -> None:
         await backend.close()
 
 
-def test_messages_in_other_amqp_bodies_are_dead_lettered_and_the_good_turn_publishes(
+def test_messages_in_other_amqp_forms_are_dead_lettered_shown_and_the_good_turn_publishes(
     env: AzureEnvironment, tmp_path: Path
 ) -> None:
-    # A Service Bus producer may send an AMQP value or sequence body, not data. An error
-    # while reading one into the port's message would leave it locked, released uncounted
-    # when its session closes, back at its session's head for ever. Each is dead-lettered
-    # as invalid at its first delivery, and the good turn publishes.
+    # A Service Bus producer may send an AMQP value or sequence body, not data, and typed
+    # application properties (a .NET Guid is an AMQP uuid). An error while reading one into
+    # the port's message would leave it locked, released uncounted when its session closes,
+    # back at its session's head for ever. Each is dead-lettered as invalid at its first
+    # delivery, and the good turn publishes. `dlq show` printed no dead letter holding a
+    # uuid property: the JSON encoder refused it.
     fixture = headline()
     [good] = fixture["events"]
     asyncio.run(env.clear_blobs([good["conversation_id"]]))
     cli = cli_on(env, tmp_path / "home")
     cli.run("dev", "seed", str(write(tmp_path / "headline.json", fixture)))
+    correlation = uuid.UUID("0b5f3c3e-0c8a-4d59-9d1e-3f1f4c1f9a01")
     odd = [
         AmqpAnnotatedMessage(
             value_body={"event_type": "turn.completed"},
@@ -351,6 +355,12 @@ def test_messages_in_other_amqp_bodies_are_dead_lettered_and_the_good_turn_publi
         AmqpAnnotatedMessage(
             sequence_body=[[1, 2], ["three"]],
             properties={"message_id": "sequence", "group_id": "s-sequence"},
+        ),
+        ServiceBusMessage(
+            b"not an event",
+            message_id="typed",
+            session_id="s-typed",
+            application_properties={"correlation": correlation, "ratio": 1.5},
         ),
     ]
     with (
@@ -364,7 +374,23 @@ def test_messages_in_other_amqp_bodies_are_dead_lettered_and_the_good_turn_publi
     assert {key: (d["reason"], d["delivery_count"]) for key, d in dead.items()} == {
         "value": ("schema_invalid", 1),
         "sequence": ("schema_invalid", 1),
+        "typed": ("schema_invalid", 1),
     }
     [record] = cli.json("turns", "list", "--conversation", good["conversation_id"])
     assert record["decision"] == "published" and record["event_sent"] is True
     assert env.active_messages() == 0
+
+    typed = str(dead["typed"]["sequence_number"])
+    shown = json.loads(cli.run("dlq", "show", typed).stdout)
+    assert shown["properties"] == {"correlation": str(correlation), "ratio": 1.5}
+    assert shown["body"] == "not an event"
+    cli.run("dlq", "replay", typed)  # the properties go back as they came, and one more
+    cli.run("run", "--drain", timeout=60)
+    [again] = [d for d in cli.json("dlq", "list") if d["message_id"] == "typed"]
+    again_shown = json.loads(cli.run("dlq", "show", str(again["sequence_number"])).stdout)
+    assert again_shown["properties"] == {
+        "correlation": str(correlation),
+        "ratio": 1.5,
+        "replay_of": int(typed),
+        "replay_count": 1,
+    }
