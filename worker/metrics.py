@@ -78,6 +78,9 @@ class Recorder:
     def session_released(self) -> None:
         """A session worker released its session."""
 
+    def queue_wait_failed(self) -> None:
+        """A session accept or a receive failed (the queue did not answer)."""
+
 
 class Unexposed(Recorder):
     """The recorder of a worker that serves no /metrics (`http_port` 0): nothing could read
@@ -156,6 +159,12 @@ class Metrics(Recorder):
         self._sessions = Gauge(
             "export_worker_sessions_held", "Sessions (conversations) held right now.", registry=r
         )
+        # Nothing reaches the turn metrics while the queue does not answer: this does.
+        self._queue_errors = Counter(
+            "export_worker_queue_errors",
+            "Session accepts and receives that failed (the queue did not answer).",
+            registry=r,
+        )
         # Every known label value starts at 0, so a rate() has a series before the first event.
         for decision in (*DECISIONS, OTHER):
             self._turns.labels(decision=decision)
@@ -217,6 +226,10 @@ class Metrics(Recorder):
     def session_released(self) -> None:
         """A session worker released its session."""
         self._sessions.dec()
+
+    def queue_wait_failed(self) -> None:
+        """A session accept or a receive failed (the queue did not answer)."""
+        self._queue_errors.inc()
 
     # -- exposition ----------------------------------------------------------------------
     def render(self, accept: str = "") -> tuple[bytes, str]:

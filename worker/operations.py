@@ -102,6 +102,7 @@ class Operations:
                 raise
             except Exception as exc:
                 self.queue_error = tries.after(type(exc).__name__)
+                self.metrics.queue_wait_failed()
                 raise
             self.queue_error = None
 

@@ -424,7 +424,8 @@ def test_the_queues_failure_says_how_the_adapters_last_try_failed() -> None:
 @pytest.mark.parametrize("answer", [None, LockLost("the session is someone else's")])
 def test_a_wait_that_answers_clears_the_queues_failure(answer: LockLost | None) -> None:
     # A message, nothing, or LockLost (the lock is someone else's): each is an answer.
-    operations = Operations()
+    metrics = Metrics()
+    operations = Operations(metrics)
     with pytest.raises(TransientError), operations.waiting(1.0):
         raise TransientError("timeout")
     assert operations.queue_error == "TransientError"
@@ -434,6 +435,8 @@ def test_a_wait_that_answers_clears_the_queues_failure(answer: LockLost | None) 
             raise answer
     assert operations.queue_error is None
     assert operations.liveness.state().waits == ()
+    # Only the failure is counted: the turn metrics see nothing while the queue is down.
+    assert sample(metrics, "export_worker_queue_errors_total") == 1
 
 
 def test_a_deliverys_handling_time_is_its_clocks_difference() -> None:

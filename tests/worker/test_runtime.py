@@ -1046,3 +1046,19 @@ def test_without_drain_a_failing_queue_is_tried_past_the_give_up_time(
     assert "drain_gave_up" not in [entry["event"] for entry in logs]
     assert pauses == [min(60.0, 2.0**n) for n in range(12)]  # no wait cut short either
     assert len(queue.calls) == 13 and stops == ["stop"]
+
+
+def test_every_accept_and_receive_that_fails_is_counted_for_operators(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A queue that does not answer delivers nothing, so no turn metric moves and the
+    # backlog alert (on queue waits observed at delivery) stays silent; this counter moves.
+    from worker.metrics import Metrics
+    from worker.operations import Operations
+
+    metrics = Metrics()
+    queue = FailingQueue(["fail", "session", "fail", "session"], [], ("fail", "message"))
+    runtime, _, _ = on_queue_clock(queue, monkeypatch, give_up=60.0, observer=Operations(metrics))
+    stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    assert stats.completed == 1
+    assert metrics.registry.get_sample_value("export_worker_queue_errors_total") == 3
