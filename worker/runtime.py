@@ -117,11 +117,11 @@ class Runtime:
         self._in_flight = 0
         self._log = get_logger()
         self.drain_give_up = drain_give_up
+        self._draining = False  # `run(drain=True)`: the run ends once the queue is empty
         # While draining: per kind of queue call, since when every one has failed (the
         # loop's clock). Timed apart, so that one kind working does not hide another that
         # never does: empty-queue checks answering "not yet" while every accept fails, or a
         # session worker's empty accept while another's every receive fails.
-        self._draining = False
         self._failing_since: dict[str, float] = {}
         self._gave_up: DrainGaveUp | None = None
 
@@ -142,7 +142,7 @@ class Runtime:
         self._draining = drain
         self._log.info("worker_started", concurrency=self.concurrency, drain=drain)
         self.observer.loop_started()
-        workers = [asyncio.create_task(self._serve(drain)) for _ in range(self.concurrency)]
+        workers = [asyncio.create_task(self._serve()) for _ in range(self.concurrency)]
         try:
             await asyncio.gather(*workers)
         finally:
@@ -154,10 +154,11 @@ class Runtime:
             raise self._gave_up
         return self.stats
 
-    async def _serve(self, drain: bool) -> None:
+    async def _serve(self) -> None:
         # With --drain, an empty queue is seen before an accept waits (an accept that finds
         # nothing takes its whole wait, and more on Service Bus), and an accept does not
         # wait at all: what is queued is already there.
+        drain = self._draining
         accept_wait = 0.0 if drain else ACCEPT_WAIT_SECONDS
         idle = True
         failed_accepts = 0
