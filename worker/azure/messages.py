@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from azure.servicebus import ServiceBusReceivedMessage
@@ -43,14 +43,20 @@ def session_properties(session_id: str, properties: Mapping[str, Any]) -> dict[s
 
 
 def sent_session(raw: ServiceBusReceivedMessage) -> str:
-    """The session id the message was sent with. Binary that is not UTF-8 (a producer other
-    than this worker) reads with replacement characters, as other properties do: an error
-    here would fail every receive of its session."""
+    """The session id the message was sent with."""
+    for name, value in _properties(raw):
+        if name == SENT_SESSION_KEY:
+            return str(value)
+    return raw.session_id or ""
+
+
+def _properties(raw: ServiceBusReceivedMessage) -> Iterator[tuple[str, Any]]:
+    """The application properties as (name, value), names as str and binary values as text.
+    Binary that is not UTF-8 (a producer other than this worker may send it) reads with
+    replacement characters: an error here would fail every receive of its session."""
     for key, value in (raw.application_properties or {}).items():
         name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
-        if name == SENT_SESSION_KEY:
-            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    return raw.session_id or ""
+        yield name, value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def body_bytes(raw: ServiceBusReceivedMessage) -> bytes:
@@ -80,13 +86,7 @@ def _body_bytes(body: Any) -> bytes:
 def decoded_properties(raw: ServiceBusReceivedMessage) -> dict[str, Any]:
     """Application properties with str keys and str (not bytes) text values, without the
     bookkeeping kept there (Service Bus's dead-letter reason, the session id as sent)."""
-    decoded: dict[str, Any] = {}
-    for key, value in (raw.application_properties or {}).items():
-        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
-        if name in _OWN_KEYS:
-            continue
-        decoded[name] = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-    return decoded
+    return {name: value for name, value in _properties(raw) if name not in _OWN_KEYS}
 
 
 def delivery_count(raw: ServiceBusReceivedMessage) -> int:
