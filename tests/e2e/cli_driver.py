@@ -69,6 +69,12 @@ class Cli:
         assert isinstance(value, list)
         return value
 
+    def dead_letter(self, sequence_number: int | str) -> dict[str, Any]:
+        """`dlq show SEQUENCE_NUMBER`, parsed (its one form is a JSON object)."""
+        value = json.loads(self.run("dlq", "show", str(sequence_number)).stdout)
+        assert isinstance(value, dict)
+        return value
+
     def export_bytes(self, export_id: str) -> bytes:
         target = self.home / f"{export_id}.out"
         self.run("exports", "get", export_id, "-o", str(target))

@@ -161,7 +161,7 @@ def test_dlq_show_prints_one_message_with_its_body_and_a_missing_one_is_an_error
     assert cli.run("dlq", "list").stdout.decode() == (
         f"{listed['sequence_number']}  schema_invalid  -  {listed['description']}\n"
     )
-    shown = json.loads(cli.run("dlq", "show", str(listed["sequence_number"])).stdout)
+    shown = cli.dead_letter(listed["sequence_number"])
     assert {k: shown[k] for k in listed} == listed
     assert shown["body"] == '{"not": "an event 0"}' and shown["properties"] == {}
     missing = cli.run("dlq", "show", str(listed["sequence_number"] + 1), check=False)

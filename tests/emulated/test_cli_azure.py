@@ -88,7 +88,7 @@ def test_dlq_list_show_replay_and_purge_work_on_service_bus(
     assert [d["reason"] for d in cli.json("dlq", "list", "--reason", "schema_invalid")] == [
         "schema_invalid"
     ]
-    shown = json.loads(cli.run("dlq", "show", str(late["sequence_number"])).stdout)
+    shown = cli.dead_letter(late["sequence_number"])
     assert json.loads(shown["body"]) == good
     missing = cli.run("dlq", "show", "999999", check=False)
     assert missing.returncode == 1 and missing.stderr.count(b"\n") == 1
@@ -131,7 +131,7 @@ def test_the_dead_letter_commands_work_while_cosmos_and_blob_storage_are_down(
     )
     [dead] = down.json("dlq", "list")
     assert dead["reason"] == "schema_invalid"
-    assert json.loads(down.run("dlq", "show", str(dead["sequence_number"])).stdout)["body"]
+    assert down.dead_letter(dead["sequence_number"])["body"]
     down.run("dlq", "purge", "--all", "--yes")
     assert down.json("dlq", "list") == []
 
@@ -381,13 +381,13 @@ def test_messages_in_other_amqp_forms_are_dead_lettered_shown_and_the_good_turn_
     assert env.active_messages() == 0
 
     typed = str(dead["typed"]["sequence_number"])
-    shown = json.loads(cli.run("dlq", "show", typed).stdout)
+    shown = cli.dead_letter(typed)
     assert shown["properties"] == {"correlation": str(correlation), "ratio": 1.5}
     assert shown["body"] == "not an event"
     cli.run("dlq", "replay", typed)  # the properties go back as they came, and one more
     cli.run("run", "--drain", timeout=60)
     [again] = [d for d in cli.json("dlq", "list") if d["message_id"] == "typed"]
-    again_shown = json.loads(cli.run("dlq", "show", str(again["sequence_number"])).stdout)
+    again_shown = cli.dead_letter(again["sequence_number"])
     assert again_shown["properties"] == {
         "correlation": str(correlation),
         "ratio": 1.5,
