@@ -44,7 +44,7 @@ from handlers.publishing import (
 from handlers.selection import ResultRef, Selection
 from handlers.serialisers import Cells
 from handlers.serialisers.csv_file import plain_text
-from schemas.documents import Artifact, Conversation, Message, parse_message
+from schemas.documents import Artifact, Conversation, Message, ToolMessage, parse_message
 from schemas.events import InvalidEvent, TurnCompleted, parse_turn_completed
 from schemas.records import TurnRecord
 from schemas.validation import first_error
@@ -206,19 +206,22 @@ class TurnHandler:
             raise RetryableError("turn_not_found", "the turn's reply is not visible") from None
         newest_first: list[Message] = []
         in_turn = True  # until the turn's user message is read (newest first)
+        answered: set[str] = set()  # the call ids the turn's visible results answer
         enough = story.HistoryRead(event.user_message_id, history_limit)
         cap = MAX_MESSAGES_READ
         async for document in store.history(event.conversation_id, reply.seq):
             try:
                 newest_first.append(_message(document))
             except PermanentError:
-                if _of_the_turn(document, event, in_turn):
+                if _of_the_turn(document, event, in_turn, answered):
                     raise  # its calls or results would vanish and the turn reach back
                 skipped = str(document.get("id"))[:128]
                 log.warning("stored_message_skipped", skipped_message_id=skipped)
                 continue
             if newest_first[-1].id == event.user_message_id:
                 in_turn = False
+            elif in_turn:
+                _answered_by(newest_first[-1], answered)
             if enough.add(newest_first[-1]):
                 break
             if len(newest_first) >= cap:
@@ -435,22 +438,41 @@ def _message(document: Any) -> Message:
         raise PermanentError("schema_invalid", _invalid("stored message", exc)) from None
 
 
-def _of_the_turn(document: Any, event: TurnCompleted, in_turn: bool) -> bool:
+def _of_the_turn(document: Any, event: TurnCompleted, in_turn: bool, answered: set[str]) -> bool:
     """Whether a stored document that does not parse is one the turn cannot be decided
-    without: its user message, its reply, or an assistant or tool message between them
-    (`in_turn`: read before the user message, newest first) of its turn id and not deleted,
-    whose calls or results would otherwise vanish. Any other (a system message, an unknown
-    role, a `deleted` that is no boolean, an earlier turn's) is skipped with a warning."""
+    without: its user message, its reply, or a message between them (`in_turn`: read before
+    the user message, newest first) of its turn id, not deleted (`deleted` exactly true),
+    whose calls or results would otherwise vanish and the turn reach back to older rows:
+    an assistant or tool message, or any message (an unknown role, a `deleted` that is no
+    boolean) holding results or a call that a result of the turn answers (`answered`).
+    Any other (a system message, an earlier turn's, a draft whose calls nothing answered)
+    is skipped with a warning."""
     if not isinstance(document, Mapping):
         return False
     if document.get("id") in (event.user_message_id, event.reply_message_id):
         return True
-    return (
-        in_turn
-        and document.get("turn_id") == event.turn_id
-        and document.get("role") in ("assistant", "tool")
-        and document.get("deleted", False) is False
-    )
+    if not in_turn or document.get("turn_id") != event.turn_id:
+        return False
+    deleted = document.get("deleted", False)
+    if deleted is True:
+        return False  # invisible, whatever it holds
+    if deleted is False and document.get("role") in ("assistant", "tool"):
+        return True
+    return bool(document.get("results")) or not answered.isdisjoint(_call_ids(document))
+
+
+def _call_ids(document: Mapping[str, Any]) -> set[str]:
+    """The ids of the calls a document that does not parse holds, as far as they read."""
+    calls = document.get("tool_calls")
+    if not isinstance(calls, list):
+        return set()
+    return {c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)}
+
+
+def _answered_by(message: Message, answered: set[str]) -> None:
+    """Adds the call ids a visible tool message of the turn answers."""
+    if isinstance(message, ToolMessage) and not message.deleted:
+        answered.update(r.call_id for r in message.results if r.call_id is not None)
 
 
 def _invalid(what: str, exc: msgspec.ValidationError) -> str:

@@ -365,6 +365,29 @@ def store_cases() -> list[Case]:
     c.messages[1]["deleted"] = True
     c.send(event)
 
+    # Not a boolean, `deleted` leaves open whether the calls are visible; the turn's result
+    # answers them, so skipping the message would lose its rows: dead-lettered, not guessed.
+    for kind, deleted in (("null", None), ("as_text", "false"), ("a_number", 0)):
+        c = case(f"answered_calls_with_deleted_{kind}", "schema_invalid")
+        c.conversation()
+        event = c.turn(result=rows())
+        c.messages[1]["deleted"] = deleted
+        c.send(event)
+
+    # The same for a role the contract does not name, holding the turn's answered calls,
+    # and for a result message whose `deleted` is no boolean.
+    c = case("answered_calls_of_an_unknown_role", "schema_invalid")
+    c.conversation()
+    event = c.turn(result=rows())
+    c.messages[1]["role"] = "function"
+    c.send(event)
+
+    c = case("results_with_deleted_null", "schema_invalid")
+    c.conversation()
+    event = c.turn(result=rows())
+    c.messages[2]["deleted"] = None
+    c.send(event)
+
     # Malformed messages of the turn's id that hold no call or result it needs: skipped
     # with a warning, the turn published from its rows. Each goes in just before the reply
     # (or, for an earlier turn sharing the id, before the user message).
