@@ -217,6 +217,7 @@ class TurnHandler:
                     raise  # its calls or results would vanish and the turn reach back
                 skipped = str(document.get("id"))[:128]
                 log.warning("stored_message_skipped", skipped_message_id=skipped)
+                self.observer.message_skipped()
                 continue
             if newest_first[-1].id == event.user_message_id:
                 in_turn = False

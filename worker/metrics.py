@@ -81,6 +81,9 @@ class Recorder:
     def queue_wait_failed(self) -> None:
         """A session accept or a receive failed (the queue did not answer)."""
 
+    def message_skipped(self) -> None:
+        """A stored message was skipped: it does not parse, and the turn did not need it."""
+
 
 class Unexposed(Recorder):
     """The recorder of a worker that serves no /metrics (`http_port` 0): nothing could read
@@ -165,6 +168,13 @@ class Metrics(Recorder):
             "Session accepts and receives that failed (the queue did not answer).",
             registry=r,
         )
+        # The chat service's malformed messages that a turn could do without: a log line
+        # each, and this rate for an alert (they may hold rows a later reach-back needs).
+        self._skipped = Counter(
+            "export_worker_stored_messages_skipped",
+            "Stored messages skipped: they do not parse, and the turn did not need them.",
+            registry=r,
+        )
         # Every known label value starts at 0, so a rate() has a series before the first event.
         for decision in (*DECISIONS, OTHER):
             self._turns.labels(decision=decision)
@@ -230,6 +240,10 @@ class Metrics(Recorder):
     def queue_wait_failed(self) -> None:
         """A session accept or a receive failed (the queue did not answer)."""
         self._queue_errors.inc()
+
+    def message_skipped(self) -> None:
+        """A stored message was skipped: it does not parse, and the turn did not need it."""
+        self._skipped.inc()
 
     # -- exposition ----------------------------------------------------------------------
     def render(self, accept: str = "") -> tuple[bytes, str]:

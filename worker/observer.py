@@ -99,6 +99,10 @@ class TurnObserver(Protocol):
         """An export was announced; `occurred_at` is the turn event's (end-to-end latency)."""
         ...
 
+    def message_skipped(self) -> None:
+        """A stored message that does not parse was skipped: the turn did not need it."""
+        ...
+
 
 class _NoHandling:
     def handled(self) -> None:
@@ -160,6 +164,9 @@ class NoObserver:
     def export_published(
         self, export_format: str, rows: int, size_bytes: int, occurred_at: str
     ) -> None:
+        """Nothing to do."""
+
+    def message_skipped(self) -> None:
         """Nothing to do."""
 
 

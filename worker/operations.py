@@ -155,6 +155,10 @@ class Operations:
             export_format, rows, size_bytes, occurred_at, self._wall_clock()
         )
 
+    def message_skipped(self) -> None:
+        """A stored message skipped (it does not parse; the turn did not need it)."""
+        self.metrics.message_skipped()
+
 
 class _Handling:
     """One delivery's reports; the handling time is taken once, when the handler is done."""

@@ -30,7 +30,9 @@ from worker.checkpoints import CHECKPOINTS
 from worker.digest_file import DigestFile
 from worker.handler import TurnHandler
 from worker.local.backend import open_local_backend
-from worker.metrics import Unexposed
+from worker.metrics import Metrics, Unexposed
+from worker.observer import NO_OBSERVER, TurnObserver
+from worker.operations import Operations
 from worker.ports import Backend, QueueMessage, TransientError
 from worker.settings import Settings
 from worker.spool import RowSpool
@@ -281,7 +283,10 @@ class CountingStore:
 
 
 def counted_reads(
-    tmp_path: Path, fixture: dict[str, Any], **settings: Any
+    tmp_path: Path,
+    fixture: dict[str, Any],
+    observer: TurnObserver = NO_OBSERVER,
+    **settings: Any,
 ) -> tuple[Any, int, list[str]]:
     """The outcome of handling the fixture's first event (a record or the error raised),
     how many stored messages its history read handed out, and its point reads."""
@@ -289,6 +294,7 @@ def counted_reads(
     async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> Any:
         store = CountingStore(backend.store)
         handler.backend = msgspec.structs.replace(backend, store=store)
+        handler.observer = observer
         try:
             outcome = await handler.handle(message)
         except RetryableError as exc:
@@ -319,11 +325,21 @@ def test_a_skipped_message_is_not_counted_in_the_window(tmp_path: Path) -> None:
     messages.insert(len(messages) - 10, bad)
     for seq, message in enumerate(messages, start=1):
         message["seq"] = seq
+    metrics = Metrics()
     with structlog.testing.capture_logs() as logs:
-        record, reads, _ = counted_reads(tmp_path, fixture)
+        record, reads, _ = counted_reads(tmp_path, fixture, observer=Operations(metrics))
     assert (record.decision, reads) == ("no_rows", 43)
     skipped = [e for e in logs if e["event"] == "stored_message_skipped"]
     assert [e["skipped_message_id"] for e in skipped] == ["msg_unreadable"]
+    # Counted for an alert: the chat service writes messages the worker cannot read.
+    assert metrics.registry.get_sample_value("export_worker_stored_messages_skipped_total") == 1
+
+
+def test_a_turn_without_a_skipped_message_counts_none(tmp_path: Path) -> None:
+    metrics = Metrics()
+    record, _, _ = counted_reads(tmp_path, headline(), observer=Operations(metrics))
+    assert record.decision == "published"
+    assert metrics.registry.get_sample_value("export_worker_stored_messages_skipped_total") == 0
 
 
 def test_the_read_cap_ends_a_look_back_past_a_user_message_already_read(

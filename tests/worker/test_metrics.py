@@ -42,6 +42,7 @@ def test_every_metric_of_issue_11_is_exposed_under_its_name() -> None:
         "export_worker_end_to_end_seconds",
         "export_worker_sessions_held",
         "export_worker_queue_errors",
+        "export_worker_stored_messages_skipped",
     } <= names
     body, content_type = Metrics().render()
     assert b'export_worker_turns_total{decision="published"} 0.0' in body
