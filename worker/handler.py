@@ -215,8 +215,7 @@ class TurnHandler:
             except PermanentError:
                 if _of_the_turn(document, event, in_turn, answered):
                     raise  # its calls or results would vanish and the turn reach back
-                skipped = str(document.get("id"))[:128]
-                log.warning("stored_message_skipped", skipped_message_id=skipped)
+                log.warning("stored_message_skipped", skipped_message_id=_shown_id(document))
                 self.observer.message_skipped()
                 continue
             if newest_first[-1].id == event.user_message_id:
@@ -436,7 +435,17 @@ def _message(document: Any) -> Message:
     try:
         return parse_message(document)
     except msgspec.ValidationError as exc:
-        raise PermanentError("schema_invalid", _invalid("stored message", exc)) from None
+        what = f"stored message {_shown_id(document)}"  # the document an operator mends
+        raise PermanentError("schema_invalid", _invalid(what, exc)) from None
+
+
+def _shown_id(document: Any) -> str:
+    """A stored document's id for a description or a log line: as it is when it is plain
+    printable text, else its repr (a number, a newline, nothing); at most 128 characters."""
+    value = document.get("id") if isinstance(document, Mapping) else None
+    if isinstance(value, str) and value.isprintable() and value.strip() == value != "":
+        return value[:128]
+    return repr(value)[:128]
 
 
 def _of_the_turn(document: Any, event: TurnCompleted, in_turn: bool, answered: set[str]) -> bool:

@@ -239,7 +239,8 @@ def test_a_turns_user_message_that_does_not_parse_is_schema_invalid_not_skipped(
     event = fixture["events"][0]
     user = next(m for m in fixture["messages"] if m["id"] == event["user_message_id"])
     user["role"] = "robot"
-    run(tmp_path, fixture, schema_invalid("stored message invalid"))
+    # The description names the document to mend, and its field.
+    run(tmp_path, fixture, schema_invalid(f"stored message {user['id']} invalid: field 'role'"))
 
 
 @pytest.mark.parametrize(
@@ -333,6 +334,61 @@ def test_a_skipped_message_is_not_counted_in_the_window(tmp_path: Path) -> None:
     assert [e["skipped_message_id"] for e in skipped] == ["msg_unreadable"]
     # Counted for an alert: the chat service writes messages the worker cannot read.
     assert metrics.registry.get_sample_value("export_worker_stored_messages_skipped_total") == 1
+
+
+class OddDocumentsStore(CountingStore):
+    """The store, with `odd` handed out by the history just before the turn's user message."""
+
+    def __init__(self, inner: Any, before: str, odd: list[Any]) -> None:
+        super().__init__(inner)
+        self._before, self._odd = before, odd
+
+    async def history(self, conversation_id: str, max_seq: int) -> AsyncIterator[Any]:
+        async for document in self._inner.history(conversation_id, max_seq):
+            yield document
+            if document["id"] == self._before:
+                for odd in self._odd:
+                    yield odd
+
+
+@pytest.mark.parametrize(
+    ("odd", "shown"),
+    [
+        ({"id": "msg_old", "role": "robot"}, "msg_old"),
+        ({"id": "msg\nforged_line", "role": "robot"}, "'msg\\nforged_line'"),
+        ({"id": 41, "role": "robot"}, "41"),
+        ({"id": "", "role": "robot"}, "''"),
+        ({"role": "robot"}, "None"),
+        ({"id": "m" * 500, "role": "robot"}, "m" * 128),
+        (["not", "a", "document"], "None"),
+    ],
+)
+def test_a_skipped_documents_id_is_logged_as_one_printable_line(
+    tmp_path: Path, odd: Any, shown: str
+) -> None:
+    # Earlier turns' documents, after the user message (newest first): skipped, not a bug.
+    fixture = headline()
+    user_id = fixture["events"][0]["user_message_id"]
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> Any:
+        handler.backend = msgspec.structs.replace(
+            backend, store=OddDocumentsStore(backend.store, user_id, [odd])
+        )
+        return await handler.handle(message)
+
+    with structlog.testing.capture_logs() as logs:
+        record = run(tmp_path, fixture, body)
+    assert record.decision == "published"
+    skipped = [e["skipped_message_id"] for e in logs if e["event"] == "stored_message_skipped"]
+    assert skipped == [shown]
+
+
+def test_a_turns_message_with_an_odd_id_is_named_in_one_printable_line(tmp_path: Path) -> None:
+    fixture = headline()
+    call = next(m for m in fixture["messages"] if m["role"] == "assistant" and m["tool_calls"])
+    call["deleted"] = None
+    call["id"] = "msg\tcalls"
+    run(tmp_path, fixture, schema_invalid("stored message 'msg\\tcalls' invalid: field 'deleted'"))
 
 
 def test_a_turn_without_a_skipped_message_counts_none(tmp_path: Path) -> None:
