@@ -72,6 +72,9 @@ MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
 # From this size on, an artifact's bytes and rows are what the process's peak RSS is made
 # of: freed memory must then leave the process (worker/allocator.py).
 LARGE_ARTIFACT_BYTES = 1 << 20
+# How much of an artifact's path a dead-letter description shows: room for the usual
+# `artifacts/{conversation}/{turn}/{call}.json` whole within the 480 characters of one.
+MAX_SHOWN_PATH = 320
 
 Clock = Callable[[], datetime]
 
@@ -264,20 +267,21 @@ class TurnHandler:
                 del artifact  # spooled: not alive while the next one is read and parsed
 
     async def _artifact(self, path: str) -> Artifact:
+        shown = _shown(path, MAX_SHOWN_PATH)
         chunks: list[bytes] = []
         size = 0
         try:
             async for chunk in self.backend.blobs.read(path):
                 size += len(chunk)
                 if size > MAX_ARTIFACT_BYTES:
-                    raise PermanentError("artifact_invalid", f"artifact {path} is too large")
+                    raise PermanentError("artifact_invalid", f"artifact {shown} is too large")
                 chunks.append(chunk)
         except NotFound:
-            raise RetryableError("artifact_missing", f"artifact {path} not found") from None
+            raise RetryableError("artifact_missing", f"artifact {shown} not found") from None
         except Conflict as exc:
             # Replaced while read (the blob's ETag changed between its ranges): artifacts are
             # written once (stored-data.md), so this is a write in flight; read it again whole.
-            raise TransientError(f"artifact {path} changed while read") from exc
+            raise TransientError(f"artifact {shown} changed while read") from exc
         if size >= LARGE_ARTIFACT_BYTES:
             fix_malloc_thresholds()
         data = b"".join(chunks)
@@ -285,9 +289,9 @@ class TurnHandler:
         try:
             return Artifact.model_validate(parse_artifact_json(data))
         except msgspec.ValidationError as exc:  # JSON, but not an artifact (parsing raises none)
-            raise PermanentError("artifact_invalid", _invalid(f"artifact {path}", exc)) from None
+            raise PermanentError("artifact_invalid", _invalid(f"artifact {shown}", exc)) from None
         except ValueError:
-            raise PermanentError("artifact_invalid", f"artifact {path} is not JSON") from None
+            raise PermanentError("artifact_invalid", f"artifact {shown} is not JSON") from None
         except RecursionError:
             raise _too_deep(path) from None
 
@@ -440,12 +444,17 @@ def _message(document: Any) -> Message:
 
 
 def _shown_id(document: Any) -> str:
-    """A stored document's id for a description or a log line: as it is when it is plain
-    printable text, else its repr (a number, a newline, nothing); at most 128 characters."""
-    value = document.get("id") if isinstance(document, Mapping) else None
+    """A stored document's id for a description or a log line (`_shown`)."""
+    return _shown(document.get("id") if isinstance(document, Mapping) else None)
+
+
+def _shown(value: Any, limit: int = 128) -> str:
+    """A value from the store for a description or a log line, which are one line each: as
+    it is when it is plain printable text, else its repr (a number, a newline, nothing); at
+    most `limit` characters."""
     if isinstance(value, str) and value.isprintable() and value.strip() == value != "":
-        return value[:128]
-    return repr(value)[:128]
+        return value[:limit]
+    return repr(value)[:limit]
 
 
 def _of_the_turn(document: Any, event: TurnCompleted, in_turn: bool, answered: set[str]) -> bool:
@@ -491,7 +500,9 @@ def _invalid(what: str, exc: msgspec.ValidationError) -> str:
 
 def _too_deep(path: str) -> PermanentError:
     """Parsed, but nested past what can be walked: bad input, not a bug."""
-    return PermanentError("artifact_invalid", f"artifact {path} is nested too deeply")
+    return PermanentError(
+        "artifact_invalid", f"artifact {_shown(path, MAX_SHOWN_PATH)} is nested too deeply"
+    )
 
 
 def _rfc3339(at: datetime) -> str:

@@ -391,6 +391,29 @@ def test_a_turns_message_with_an_odd_id_is_named_in_one_printable_line(tmp_path:
     run(tmp_path, fixture, schema_invalid("stored message 'msg\\tcalls' invalid: field 'deleted'"))
 
 
+def test_an_artifact_path_with_a_newline_is_described_in_one_line(tmp_path: Path) -> None:
+    # Inside the conversation's folder, so read (and not found): the description, which
+    # `dlq list` prints as one line, shows the path by its repr.
+    fixture = headline()
+    result = next(
+        r
+        for m in fixture["messages"]
+        if m["role"] == "tool"
+        for r in m["results"]
+        if r["name"] == "list_parameter_history"
+    )
+    result["artifact"] = result["artifact"].replace(".json", "\nforged: line.json")
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        with pytest.raises(RetryableError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "artifact_missing"
+        assert caught.value.description == f"artifact {result['artifact']!r} not found"
+        assert "\n" not in caught.value.description
+
+    run(tmp_path, fixture, body)
+
+
 def test_a_turn_without_a_skipped_message_counts_none(tmp_path: Path) -> None:
     metrics = Metrics()
     record, _, _ = counted_reads(tmp_path, headline(), observer=Operations(metrics))
