@@ -272,8 +272,16 @@ def _split_current_turn(inp: TurnInput) -> tuple[list[Message], list[Message]]:
     user_at = next(
         (i for i, m in enumerate(messages) if m.id == event.user_message_id and is_visible(m)), None
     )
-    if user_at is None or not isinstance(messages[user_at], UserMessage):
+    if user_at is None:
         raise RetryableError("turn_not_found", "the turn's user message is not visible")
+    if not isinstance(messages[user_at], UserMessage):
+        # Still retried (not found) like the rest: the description says what an operator
+        # finds instead, so that no one waits for a write that is not coming.
+        role = messages[user_at].role
+        article = "an" if role == "assistant" else "a"
+        raise RetryableError(
+            "turn_not_found", f"the turn's user message id names {article} {role} message"
+        )
     if messages[user_at].turn_id != event.turn_id:
         raise RetryableError("turn_not_found", "the user message belongs to another turn")
     if not any(m.id == event.reply_message_id and is_visible(m) for m in messages[user_at:]):

@@ -106,6 +106,31 @@ def test_turn_not_visible_yet_is_retryable_turn_not_found(named: str, missing: b
     assert caught.value.reason == "turn_not_found"
 
 
+@pytest.mark.parametrize(
+    ("user_at", "reply_at", "says"),
+    [
+        (1, 3, "the turn's user message id names an assistant message"),
+        (2, 3, "the turn's user message id names a tool message"),
+    ],
+)
+def test_an_event_naming_the_wrong_messages_says_what_it_names(
+    user_at: int, reply_at: int, says: str
+) -> None:
+    # Retried like a turn not written yet, but its description tells an operator that
+    # waiting will not help: the event names messages that are there, in the wrong parts.
+    chat = Chat()
+    chat.user("create a csv")
+    chat.tools(("list_x", samples(2)))
+    chat.reply("done")
+    ids = [m["id"] for m in chat.messages]
+    event = chat.event().model_copy(
+        update={"user_message_id": ids[user_at], "reply_message_id": ids[reply_at]}
+    )
+    with pytest.raises(RetryableError) as caught:
+        drive(chat.messages, chat.artifacts, event)
+    assert (caught.value.reason, caught.value.description) == ("turn_not_found", says)
+
+
 # --------------------------------------------------------------------------------------
 # Step 4: request and carry-forward
 # --------------------------------------------------------------------------------------
