@@ -460,8 +460,8 @@ def _shown(value: Any, limit: int = 128) -> str:
 def _of_the_turn(document: Any, event: TurnCompleted, in_turn: bool, answered: set[str]) -> bool:
     """Whether a stored document that does not parse is one the turn cannot be decided
     without: its user message, its reply, or a message between them (`in_turn`: read before
-    the user message, newest first) of its turn id, not deleted (`deleted` exactly true),
-    whose calls or results would otherwise vanish and the turn reach back to older rows:
+    the user message, newest first) of its turn id, not deleted (only a `deleted` of exactly
+    true hides it), whose calls or results would otherwise vanish and the turn reach back:
     an assistant or tool message, or any message (an unknown role, a `deleted` that is no
     boolean) holding results or a call that a result of the turn answers (`answered`).
     Any other (a system message, an earlier turn's, a draft whose calls nothing answered)
