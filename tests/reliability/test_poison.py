@@ -333,12 +333,6 @@ def store_cases() -> list[Case]:
     c.conversation()
     c.send(c.turn(result=rows(), call_id="call_that_was_never_made"))
 
-    c = case("malformed_reply_message", "schema_invalid")
-    c.conversation()
-    event = c.turn(result=rows())
-    c.messages[3]["role"] = "robot"
-    c.send(event)
-
     c = case("malformed_earlier_message", "decision:published")
     c.conversation()
     event = c.turn(result=rows())
@@ -365,28 +359,24 @@ def store_cases() -> list[Case]:
     c.messages[1]["deleted"] = True
     c.send(event)
 
-    # Not a boolean, `deleted` leaves open whether the calls are visible; the turn's result
-    # answers them, so skipping the message would lose its rows: dead-lettered, not guessed.
-    for kind, deleted in (("null", None), ("as_text", "false"), ("a_number", 0)):
-        c = case(f"answered_calls_with_deleted_{kind}", "schema_invalid")
+    # A message of the turn that does not parse, changed in one field (the messages:
+    # 0 user, 1 the call, 2 its result, 3 the reply). Not a boolean, `deleted` leaves open
+    # whether the calls are visible, and so does a role the contract does not name; the
+    # turn's result answers them, so skipping the message would lose its rows:
+    # dead-lettered, not guessed.
+    for kind, at, name, value in (
+        ("malformed_reply_message", 3, "role", "robot"),
+        ("answered_calls_with_deleted_null", 1, "deleted", None),
+        ("answered_calls_with_deleted_as_text", 1, "deleted", "false"),
+        ("answered_calls_with_deleted_a_number", 1, "deleted", 0),
+        ("answered_calls_of_an_unknown_role", 1, "role", "function"),
+        ("results_with_deleted_null", 2, "deleted", None),
+    ):
+        c = case(kind, "schema_invalid")
         c.conversation()
         event = c.turn(result=rows())
-        c.messages[1]["deleted"] = deleted
+        c.messages[at][name] = value
         c.send(event)
-
-    # The same for a role the contract does not name, holding the turn's answered calls,
-    # and for a result message whose `deleted` is no boolean.
-    c = case("answered_calls_of_an_unknown_role", "schema_invalid")
-    c.conversation()
-    event = c.turn(result=rows())
-    c.messages[1]["role"] = "function"
-    c.send(event)
-
-    c = case("results_with_deleted_null", "schema_invalid")
-    c.conversation()
-    event = c.turn(result=rows())
-    c.messages[2]["deleted"] = None
-    c.send(event)
 
     # Malformed messages of the turn's id that hold no call or result it needs: skipped
     # with a warning, the turn published from its rows. Each goes in just before the reply
