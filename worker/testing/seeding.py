@@ -124,6 +124,15 @@ def event_body(event: Any) -> bytes:
     return event.encode("utf-8") if isinstance(event, str) else json.dumps(event).encode("utf-8")
 
 
+def artifact_bytes(value: Any) -> bytes:
+    """An artifact's JSON as UTF-8; a string holding a lone surrogate (which UTF-8 cannot
+    encode) is written as its `\\ud800` escape, as JavaScript's JSON.stringify writes it."""
+    try:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value).encode("ascii")
+
+
 async def seed(target: Seeding, fixture: dict[str, Any]) -> Seeded:
     """Write a fixture's documents and artifacts, then enqueue its events in order."""
     conversations = fixture.get("conversations") or []
@@ -135,7 +144,7 @@ async def seed(target: Seeding, fixture: dict[str, Any]) -> Seeded:
     for message in messages:
         await target.store.put_message(message)
     for path, value in artifacts.items():
-        await target.blobs.put(path, json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        await target.blobs.put(path, artifact_bytes(value))
     for event in events:
         await enqueue(target.queue, event_body(event))
     return Seeded(len(conversations), len(messages), len(artifacts), len(events))
