@@ -244,6 +244,14 @@ def store_cases() -> list[Case]:
     c.messages[0]["turn_id"] = "turn_somewhere_else"
     c.send(event)
 
+    # The message is there, of another role: retried like one not written yet, but the
+    # description says what the id names, so that no one waits for a write.
+    c = case("call_message_named_as_the_user_message", "turn_not_found", "send")
+    c.conversation()
+    event = c.turn(result=rows())
+    c.send({**event, "user_message_id": c.messages[1]["id"]})
+    c.check = lambda o, c: _described(o, c, "user message id names an assistant message")
+
     c = case("duplicate_event_id", "decision:published", "send")
     c.conversation()
     event = c.turn(result=rows())
@@ -511,6 +519,11 @@ def _one_record(outcome: Outcome, case: Case, decision: str) -> None:
     assert [r["decision"] for r in records] == [decision]
     sent = [e for e in outcome.events if e["conversation_id"] == case.cid]
     assert len(sent) == 1
+
+
+def _described(outcome: Outcome, case: Case, says: str) -> None:
+    [dead] = outcome.dead_for(case)
+    assert says in dead.description, dead.description
 
 
 def _rows_in_file(outcome: Outcome, case: Case, count: int, columns: list[str]) -> None:
