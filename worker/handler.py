@@ -55,7 +55,15 @@ from worker.digest_file import DigestFile
 from worker.export_file import TooLarge, content_type, write_export
 from worker.logs import get_logger
 from worker.observer import NO_OBSERVER, TurnObserver
-from worker.ports import Backend, BlobInfo, Conflict, NotFound, QueueMessage, TransientError
+from worker.ports import (
+    Archived,
+    Backend,
+    BlobInfo,
+    Conflict,
+    NotFound,
+    QueueMessage,
+    TransientError,
+)
 from worker.retry_policy import RetryPolicy
 from worker.settings import Settings
 from worker.spool import RowSpool
@@ -276,6 +284,10 @@ class TurnHandler:
                 if size > MAX_ARTIFACT_BYTES:
                     raise PermanentError("artifact_invalid", f"artifact {shown} is too large")
                 chunks.append(chunk)
+        except Archived:
+            # Rehydration takes hours: retried as missing, then dead-lettered to replay.
+            missing = f"artifact {shown} is archived: rehydrate it, then replay"
+            raise RetryableError("artifact_missing", missing) from None
         except NotFound:
             raise RetryableError("artifact_missing", f"artifact {shown} not found") from None
         except Conflict as exc:

@@ -31,6 +31,7 @@ from worker.azure.timeouts import (
     port_error,
 )
 from worker.ports import (
+    Archived,
     Conflict,
     LockLost,
     NotFound,
@@ -127,6 +128,25 @@ def test_missing_resources_map_to_not_found(error: Exception) -> None:
 @pytest.mark.parametrize("error", CONFLICT, ids=_id)
 def test_etag_and_existence_races_map_to_conflict(error: Exception) -> None:
     assert isinstance(port_error(error), Conflict)
+    assert not isinstance(port_error(error), NotFound)
+
+
+def archived(code: str) -> core.ResourceExistsError:
+    """Blob Storage's answer to a read of an archived blob: what Azurite raises too."""
+    error = core.ResourceExistsError(message="This operation is not permitted on an archived blob.")
+    error.status_code = 409
+    error.error_code = code
+    return error
+
+
+@pytest.mark.parametrize("code", ["BlobArchived", "BlobBeingRehydrated"])
+def test_a_read_of_an_archived_blob_maps_to_archived_not_a_write_conflict(code: str) -> None:
+    # A 409 like a write race, but no retry in place reads it: it is offline for hours.
+    for error in (archived(code), http_error(409, code)):
+        mapped = port_error(error)
+        assert isinstance(mapped, Archived) and isinstance(mapped, NotFound)
+        assert not isinstance(mapped, Conflict)
+        assert str(mapped) == f"{type(error).__name__} 409 {code}"
 
 
 @pytest.mark.parametrize("error", TRANSIENT, ids=_id)

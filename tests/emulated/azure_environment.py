@@ -138,6 +138,12 @@ class AzureEnvironment:
                     async for blob in client.list_blobs(name_starts_with=f"{cid}/"):
                         await client.delete_blob(blob.name)
 
+    async def archive_blob(self, path: str) -> None:
+        """Move the blob at `container/name` to the archive tier (offline until rehydrated)."""
+        container, _, name = path.partition("/")
+        async with self._blob_service() as service:
+            await service.get_blob_client(container, name).set_standard_blob_tier("Archive")
+
     async def drop_database(self) -> None:
         """Delete this environment's Cosmos database (best effort)."""
         from worker.azure.credentials import cosmos_client

@@ -112,3 +112,39 @@ def test_the_azure_backend_matches_the_local_backend(tmp_path: Path, name: str) 
     assert got["events"] == want["events"]
     published = [t for t in expected["turns"].values() if t["decision"] == "published"]
     assert len(got["files"]) == len(published) == len(got["events"])
+
+
+def test_an_archived_artifact_is_dead_lettered_as_missing_saying_it_is_archived() -> None:
+    # Blob Storage (Azurite too) answers a read of an archived blob 409 BlobArchived, the
+    # status of a write race: the turn must end as a missing artifact to replay once the
+    # blob is rehydrated, not as a transient failure, nor a conflict retried in place.
+    reason = emulators_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    from worker.azure.backend import open_azure_backend
+
+    given, _ = fixture("headline")
+    cid = given["conversations"][0]["id"]
+    page = next(path for path in given["artifacts"] if "call_7d3a" in path)  # a winning page
+
+    async def main(env: AzureEnvironment) -> tuple[list[Any], list[Any]]:
+        settings = env.settings(backoff_base_seconds=0.0, max_attempts=2)
+        await env.clear_blobs([cid])
+        backend = await open_azure_backend(settings)
+        try:
+            await seed(seeding(backend), given)
+            await env.archive_blob(page)
+            await drain(backend, settings)
+            return await backend.queue.dead_letters(), await backend.ledger.list_turns(cid)
+        finally:
+            await backend.close()
+            await env.drop_database()
+
+    with azure_environment() as env:
+        dead, records = asyncio.run(main(env))
+        assert env.active_messages() == 0
+    described = f"artifact {page} is archived: rehydrate it, then replay"
+    assert [(d.reason, d.description, d.delivery_count) for d in dead] == [
+        ("artifact_missing", described, 2)
+    ]
+    assert records == []

@@ -33,7 +33,7 @@ from worker.local.backend import open_local_backend
 from worker.metrics import Metrics, Unexposed
 from worker.observer import NO_OBSERVER, TurnObserver
 from worker.operations import Operations
-from worker.ports import Backend, QueueMessage, TransientError
+from worker.ports import Archived, Backend, QueueMessage, TransientError
 from worker.settings import Settings
 from worker.spool import RowSpool
 from worker.testing.seeding import seed, seeding
@@ -410,6 +410,41 @@ def test_an_artifact_path_with_a_newline_is_described_in_one_line(tmp_path: Path
         assert caught.value.reason == "artifact_missing"
         assert caught.value.description == f"artifact {result['artifact']!r} not found"
         assert "\n" not in caught.value.description
+
+    run(tmp_path, fixture, body)
+
+
+class ArchivedBlobs:
+    """The blob store, with the blobs under `archived` offline, as Blob Storage's archive
+    tier keeps them."""
+
+    def __init__(self, inner: Any, archived: set[str]) -> None:
+        self._inner, self._archived = inner, archived
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def read(self, path: str, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
+        if path in self._archived:
+            raise Archived("ResourceExistsError 409 BlobArchived")
+        async for chunk in self._inner.read(path, chunk_size):
+            yield chunk
+
+
+def test_an_archived_artifact_is_retried_as_missing_saying_it_is_archived(tmp_path: Path) -> None:
+    # Not "not found", which sends an operator looking for a blob that is there, and not a
+    # transient failure: it stays offline until rehydrated, then the dead letter is replayed.
+    fixture = headline()
+    page = next(path for path in fixture["artifacts"] if "call_7d3a" in path)  # a winning page
+
+    async def body(backend: Backend, handler: TurnHandler, message: QueueMessage) -> None:
+        handler.backend = msgspec.structs.replace(
+            backend, blobs=ArchivedBlobs(backend.blobs, {page})
+        )
+        with pytest.raises(RetryableError) as caught:
+            await handler.handle(message)
+        assert caught.value.reason == "artifact_missing"
+        assert caught.value.description == f"artifact {page} is archived: rehydrate it, then replay"
 
     run(tmp_path, fixture, body)
 

@@ -12,6 +12,7 @@ leaves nothing to discard). Whatever comes out is mapped here, in one place, to 
 ports promise (`worker/ports/errors.py`):
 
 - missing document, blob or message (404)                  -> NotFound
+- a blob archived or being rehydrated (409 BlobArchived, BlobBeingRehydrated) -> Archived
 - ETag mismatch (412), already exists (409), lost block list -> Conflict
 - message or session lock expired or taken, message already settled -> LockLost
 - throttled (429), 408, Cosmos DB's "retry with" (449), 5xx, connection and read failures,
@@ -49,6 +50,7 @@ from azure.core import exceptions as core_errors
 from azure.servicebus import exceptions as sb_errors
 
 from worker.ports import (
+    Archived,
     Conflict,
     LockLost,
     NotFound,
@@ -88,6 +90,8 @@ _REFUSED_STATUS = frozenset({401, 403})
 _CONFLICT_STATUS = frozenset({409, 412})
 # Blob codes for "someone else committed this blob while we staged": a lost race.
 _CONFLICT_CODES = frozenset({"InvalidBlockList", "BlobAlreadyExists", "ConditionNotMet"})
+# A 409 that is no write conflict: the blob is offline until someone rehydrates it.
+_ARCHIVED_CODES = frozenset({"BlobArchived", "BlobBeingRehydrated"})
 
 _TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
     TimeoutError,  # asyncio.TimeoutError is this class since Python 3.11
@@ -203,6 +207,8 @@ def _from_status(exc: core_errors.HttpResponseError) -> BaseException:
     if isinstance(exc, core_errors.ResourceNotFoundError) or status == 404:
         return NotFound(_describe(exc))
     code = getattr(exc, "error_code", None)
+    if code in _ARCHIVED_CODES:
+        return Archived(_describe(exc))
     if (
         isinstance(exc, core_errors.ResourceModifiedError | core_errors.ResourceExistsError)
         or status in _CONFLICT_STATUS

@@ -19,6 +19,7 @@ from worker.ports.backend import Backend
 from worker.ports.blobs import BlobInfo, Blobs, BlobUpload
 from worker.ports.calls import Effect, PortCall, UndeclaredPortCall, declared_calls, port_call
 from worker.ports.errors import (
+    Archived,
     Conflict,
     FailedTries,
     LockLost,
@@ -55,6 +56,7 @@ __all__ = [
     "MAX_DELIVERY_COUNT",
     "MAX_DELIVERY_REASON",
     "MAX_MESSAGE_ID",
+    "Archived",
     "Backend",
     "BlobInfo",
     "BlobUpload",

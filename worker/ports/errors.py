@@ -1,6 +1,7 @@
 """The only errors adapters raise outward, so the handler and the runtime never see an SDK type.
 
-- `NotFound` for a missing document, message or blob (the handler decides its fate);
+- `NotFound` for a missing document, message or blob (the handler decides its fate), and
+  `Archived`, a blob in an offline tier that no read reaches until it is rehydrated;
 - `TransientError` for throttling, timeouts, 5xx and lost connections (retryable);
 - `Conflict` for an optimistic-concurrency loss (ETag mismatch, row already there);
 - `LockLost` when a message or session lock expired or was taken.
@@ -26,6 +27,11 @@ class PortError(Exception):
 
 class NotFound(PortError):
     """The document, message or blob does not exist (or is not visible yet)."""
+
+
+class Archived(NotFound):
+    """The blob is there but offline: in Blob Storage's archive tier, or being rehydrated
+    from it (which takes up to hours). Unreadable until then, like a missing blob."""
 
 
 class TransientError(PortError):
