@@ -275,25 +275,26 @@ class TurnHandler:
                 del artifact  # spooled: not alive while the next one is read and parsed
 
     async def _artifact(self, path: str) -> Artifact:
-        shown = _shown(path, MAX_SHOWN_PATH)
         chunks: list[bytes] = []
         size = 0
         try:
             async for chunk in self.backend.blobs.read(path):
                 size += len(chunk)
                 if size > MAX_ARTIFACT_BYTES:
-                    raise PermanentError("artifact_invalid", f"artifact {shown} is too large")
+                    raise PermanentError(
+                        "artifact_invalid", f"{_artifact_named(path)} is too large"
+                    )
                 chunks.append(chunk)
         except Archived:
             # Rehydration takes hours: retried as missing, then dead-lettered to replay.
-            missing = f"artifact {shown} is archived: rehydrate it, then replay"
+            missing = f"{_artifact_named(path)} is archived: rehydrate it, then replay"
             raise RetryableError("artifact_missing", missing) from None
         except NotFound:
-            raise RetryableError("artifact_missing", f"artifact {shown} not found") from None
+            raise RetryableError("artifact_missing", f"{_artifact_named(path)} not found") from None
         except Conflict as exc:
             # Replaced while read (the blob's ETag changed between its ranges): artifacts are
             # written once (stored-data.md), so this is a write in flight; read it again whole.
-            raise TransientError(f"artifact {shown} changed while read") from exc
+            raise TransientError(f"{_artifact_named(path)} changed while read") from exc
         if size >= LARGE_ARTIFACT_BYTES:
             fix_malloc_thresholds()
         data = b"".join(chunks)
@@ -301,9 +302,11 @@ class TurnHandler:
         try:
             return Artifact.model_validate(parse_artifact_json(data))
         except msgspec.ValidationError as exc:  # JSON, but not an artifact (parsing raises none)
-            raise PermanentError("artifact_invalid", _invalid(f"artifact {shown}", exc)) from None
+            raise PermanentError("artifact_invalid", _invalid(_artifact_named(path), exc)) from None
         except ValueError:
-            raise PermanentError("artifact_invalid", f"artifact {shown} is not JSON") from None
+            raise PermanentError(
+                "artifact_invalid", f"{_artifact_named(path)} is not JSON"
+            ) from None
         except RecursionError:
             raise _too_deep(path) from None
 
@@ -512,9 +515,12 @@ def _invalid(what: str, exc: msgspec.ValidationError) -> str:
 
 def _too_deep(path: str) -> PermanentError:
     """Parsed, but nested past what can be walked: bad input, not a bug."""
-    return PermanentError(
-        "artifact_invalid", f"artifact {_shown(path, MAX_SHOWN_PATH)} is nested too deeply"
-    )
+    return PermanentError("artifact_invalid", f"{_artifact_named(path)} is nested too deeply")
+
+
+def _artifact_named(path: str) -> str:
+    """`artifact <path>` for a description: built only when one is, never per read."""
+    return f"artifact {_shown(path, MAX_SHOWN_PATH)}"
 
 
 def _rfc3339(at: datetime) -> str:
