@@ -36,6 +36,7 @@ from worker.ports import (
     LockLost,
     NotFound,
     TransientError,
+    error_code_of,
     service_of,
     watching_tries,
 )
@@ -147,6 +148,22 @@ def test_a_read_of_an_archived_blob_maps_to_archived_not_a_write_conflict(code: 
         assert isinstance(mapped, Archived) and isinstance(mapped, NotFound)
         assert not isinstance(mapped, Conflict)
         assert str(mapped) == f"{type(error).__name__} 409 {code}"
+
+
+def test_a_storage_error_code_is_named_as_the_service_sent_it() -> None:
+    # The storage SDK sets error_code to an enum member, whose str() is its Python name: the
+    # descriptions read "StorageErrorCode.BLOB_ARCHIVED" where the service said BlobArchived.
+    from azure.storage.blob import StorageErrorCode
+
+    error = archived("BlobArchived")
+    error.error_code = StorageErrorCode.BLOB_ARCHIVED
+    mapped = port_error(error)
+    assert isinstance(mapped, Archived) and str(mapped) == "ResourceExistsError 409 BlobArchived"
+    assert error_code_of(error) == "BlobArchived"
+    assert error_code_of(http_error(400, "InvalidBlockList")) == "InvalidBlockList"
+    for unshown in (None, "", "two words", "x" * 65, 409, "Code\nwith a line"):
+        assert error_code_of(http_error(409, unshown)) is None  # type: ignore[arg-type]
+    assert str(port_error(http_error(409, "two words"))) == "HttpResponseError 409"
 
 
 @pytest.mark.parametrize("error", TRANSIENT, ids=_id)

@@ -55,6 +55,7 @@ from worker.ports import (
     LockLost,
     NotFound,
     TransientError,
+    error_code_of,
     name_service,
     note_failed_try,
     watching_tries,
@@ -206,7 +207,7 @@ def _from_status(exc: core_errors.HttpResponseError) -> BaseException:
     status = exc.status_code
     if isinstance(exc, core_errors.ResourceNotFoundError) or status == 404:
         return NotFound(_describe(exc))
-    code = getattr(exc, "error_code", None)
+    code = error_code_of(exc)
     if code in _ARCHIVED_CODES:
         return Archived(_describe(exc))
     if (
@@ -230,12 +231,12 @@ def _first_line(exc: BaseException, limit: int = 200) -> str:
 def _describe(exc: BaseException) -> str:
     """Type and status only: SDK messages can echo request URLs, never needed in our errors."""
     status = getattr(exc, "status_code", None)
-    code = getattr(exc, "error_code", None)
+    code = error_code_of(exc)
     parts = [type(exc).__name__]
     if status is not None:
         parts.append(str(status))
     if code:
-        parts.append(str(code))
+        parts.append(code)
     if status is None and not (isinstance(exc, OSError) and type(exc).__module__ == "builtins"):
         reason = network_reason(exc)  # a wrapper's, not what a builtin's name already says
         if reason is not None:

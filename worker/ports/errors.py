@@ -17,6 +17,7 @@ and a caller that wants to say so watches (`watching_tries`).
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from contextvars import ContextVar
 
@@ -61,6 +62,19 @@ def service_of(exc: BaseException) -> str | None:
         if isinstance(note, str) and note.startswith(_SERVICE_NOTE):
             return note.removeprefix(_SERVICE_NOTE)
     return None
+
+
+# A service's error code is an identifier (Blob Storage's x-ms-error-code: InvalidBlockList).
+_ERROR_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+def error_code_of(exc: BaseException) -> str | None:
+    """The error code a service answered with (`InvalidBlockList`, `LeaseIdMissing`), as
+    plain text: the storage SDK gives an enum member, whose str() is its Python name. None
+    when there is none, or it is not an identifier (nothing else is shown)."""
+    code = getattr(exc, "error_code", None)
+    code = getattr(code, "value", code)
+    return code if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else None
 
 
 class FailedTries:
