@@ -14,9 +14,9 @@ nothing else decides it:
   and where it was raised. Never by its message: an exception's text may hold row values.
 
 A description also names the types of the exceptions the failure was raised from (with an
-HTTP status when one is given, or an OS error's errno name): every port error is raised in
-the same few places of an adapter, and only its cause tells a Cosmos DB 429 from a Service
-Bus timeout, or a full disk from another.
+HTTP status and the service's error code when they are given, or an OS error's errno name):
+every port error is raised in the same few places of an adapter, and only its cause tells a
+Cosmos DB 429 from a Service Bus timeout, or a full disk from another.
 
 A lost lock is not given here: the message is no longer this holder's to settle (the
 runtime counts it and lets the lock lapse). The runtime performs the settlement.
@@ -29,7 +29,7 @@ import errno
 import msgspec
 
 from handlers.errors import ExportError, PermanentError, RetryableError
-from worker.ports import TransientError, service_of
+from worker.ports import TransientError, error_code_of, service_of
 from worker.retry_policy import RetryPolicy
 
 # A description is one line an operator reads in `dlq list`: kept short.
@@ -81,8 +81,8 @@ def settle(failure: BaseException | None, delivery_count: int, policy: RetryPoli
 def where_raised(exc: BaseException) -> str:
     """The exception's type, the service it came from when an adapter noted one (`(Blob
     Storage)`), and the file and line that raised it, then the types of what it was raised
-    from (`from ServiceBusServerBusyError`, `from CosmosHttpResponseError 429`); never a
-    message."""
+    from (`from ServiceBusServerBusyError`, `from CosmosHttpResponseError 429`, `from
+    HttpResponseError 403 AuthorizationPermissionMismatch`); never a message."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -94,6 +94,8 @@ def where_raised(exc: BaseException) -> str:
         service = service or service_of(cause)
         status = getattr(cause, "status_code", None)
         shown = f" {status}" if isinstance(status, int) and not isinstance(status, bool) else ""
+        if (service_code := error_code_of(cause)) is not None:
+            shown += f" {service_code}"  # what Blob Storage said: 412 LeaseIdMissing
         code = cause.errno if isinstance(cause, OSError) else None
         if code is not None and code in errno.errorcode:
             shown = f" {errno.errorcode[code]}"  # ENOSPC: a name, never a path

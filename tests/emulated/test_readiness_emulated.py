@@ -222,7 +222,9 @@ def test_a_write_to_a_missing_container_is_refused_as_the_deployments_to_fix(
                 await upload.write(b"a,b\n1,2\n")
                 await upload.commit()
             # what the dead letter's description ends with (operations.md)
-            assert where_raised(e.value).endswith(" from NotFound from ResourceNotFoundError 404")
+            assert where_raised(e.value).endswith(
+                " from NotFound from ResourceNotFoundError 404 ContainerNotFound"
+            )
             with pytest.raises(TransientError, match="COSMOS_CREATE_RESOURCES=true"):
                 await blobs.put(f"{missing}/c/t/x.json", b"{}")
         finally:

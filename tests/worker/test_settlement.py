@@ -122,6 +122,26 @@ def test_a_port_error_is_described_by_what_it_was_raised_from_never_by_its_text(
         assert "SECRET_ROW_VALUE" not in fate.description
 
 
+def test_a_description_names_the_error_code_blob_storage_gave_after_its_status() -> None:
+    # A 403 AuthorizationFailure (a network rule) and AuthorizationPermissionMismatch (a
+    # missing role) are fixed in different places, and a 412 reads the same for a lease and
+    # an ETag. The storage SDK gives a code it knows as an enum member, others as text.
+    from azure.core.exceptions import HttpResponseError
+    from azure.storage.blob import StorageErrorCode
+
+    for status, code, named in (
+        (412, StorageErrorCode.LEASE_ID_MISSING, "412 LeaseIdMissing"),
+        (403, "AuthorizationPermissionMismatch", "403 AuthorizationPermissionMismatch"),
+        (403, "not an identifier: SECRET_ROW_VALUE", "403"),
+    ):
+        refused = HttpResponseError("This request is not authorized: SECRET_ROW_VALUE")
+        refused.status_code = status
+        refused.error_code = code  # type: ignore[attr-defined]
+        failure = TransientError("refused")
+        failure.__cause__ = refused
+        assert where_raised(failure) == f"TransientError from HttpResponseError {named}"
+
+
 def test_a_description_names_a_bounded_chain_of_causes() -> None:
     failure: BaseException = ValueError("root")
     for _ in range(10):
