@@ -1,14 +1,19 @@
-"""The Azure export upload's block list (worker/azure/blobs.py)."""
+"""The Azure export upload's block list, and how a refused write is raised (worker/azure/
+blobs.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import pytest
+from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import BlockState
 
-from worker.azure.blobs import AzureBlobUpload
-from worker.ports import BlobInfo
+from worker.azure.blobs import AzureBlobUpload, written
+from worker.azure.timeouts import BLOB_STORAGE
+from worker.ports import BlobInfo, TransientError
+from worker.settlement import where_raised
 
 
 class Blob:
@@ -39,3 +44,47 @@ def test_the_block_list_names_the_latest_blocks_so_a_resent_commit_still_applies
     blob = asyncio.run(main())
     assert [block.id for block in blob.committed] == blob.staged and len(blob.staged) == 3
     assert {block.state for block in blob.committed} == {BlockState.LATEST}
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (400, "InvalidBlockList"),  # another upload of the path committed first
+        (412, "LeaseIdMissing"),  # someone leased the blob
+        (409, "BlobImmutableDueToPolicy"),  # kept by an immutability policy
+        (409, "ContainerBeingDeleted"),
+        (409, "BlobArchived"),  # a write over an archived blob, refused all the same
+    ],
+)
+def test_a_refused_write_is_transient_and_named_by_the_code_blob_storage_gave(
+    status: int, code: str
+) -> None:
+    # The writes are unconditional: a refusal is another writer's or the deployment's, never
+    # an ETag race nor a bug of the turn. Raised as a Conflict it reached settlement as a bug
+    # (handler_error, dead-lettered at once); the caller now writes the export again whole.
+    async def refused() -> None:
+        error = HttpResponseError(message="refused: SECRET_ROW_VALUE")
+        error.status_code = status
+        error.error_code = code  # type: ignore[attr-defined]
+        raise error
+
+    with pytest.raises(TransientError) as caught:
+        asyncio.run(written(refused(), 5.0, BLOB_STORAGE))
+    assert str(caught.value) == (
+        f"Blob Storage: HttpResponseError {status} {code}: the write was refused"
+    )
+    described = where_raised(caught.value)
+    assert described.startswith("TransientError (Blob Storage) at blobs.py:")
+    assert described.endswith(f" from HttpResponseError {status} {code}")
+    assert "SECRET_ROW_VALUE" not in described
+
+
+def test_a_write_to_a_missing_container_says_so() -> None:
+    async def missing() -> None:
+        error = HttpResponseError(message="The specified container does not exist.")
+        error.status_code = 404
+        error.error_code = "ContainerNotFound"  # type: ignore[attr-defined]
+        raise error
+
+    with pytest.raises(TransientError, match="the container to write to does not exist"):
+        asyncio.run(written(missing(), 5.0, BLOB_STORAGE))

@@ -14,6 +14,7 @@ blobs of the conversations a test uses are deleted first (`clear_blobs`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import uuid
@@ -23,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from azure.core.exceptions import ResourceExistsError
 from azure.servicebus.aio import ServiceBusClient
-from azure.storage.blob.aio import BlobServiceClient
+from azure.storage.blob.aio import BlobLeaseClient, BlobServiceClient
 
 from tests.servicebus_broker import (
     ManualClock,
@@ -143,6 +145,25 @@ class AzureEnvironment:
         container, _, name = path.partition("/")
         async with self._blob_service() as service:
             await service.get_blob_client(container, name).set_standard_blob_tier("Archive")
+
+    async def lease_blob(self, path: str) -> None:
+        """Take a lease that never lapses on the blob at `container/name` (an empty one when
+        nothing is there): a write without the lease id is refused, 412 LeaseIdMissing."""
+        container, _, name = path.partition("/")
+        async with self._blob_service() as service:
+            with contextlib.suppress(ResourceExistsError):
+                await service.create_container(container)
+            blob = service.get_blob_client(container, name)
+            if not await blob.exists():
+                await blob.upload_blob(b"")
+            await blob.acquire_lease(lease_duration=-1)
+
+    async def break_lease(self, path: str) -> None:
+        """Break the blob's lease at once, as an operator does (`az storage blob lease break`)."""
+        container, _, name = path.partition("/")
+        async with self._blob_service() as service:
+            blob = service.get_blob_client(container, name)
+            await BlobLeaseClient(blob).break_lease(lease_break_period=0)
 
     async def drop_database(self) -> None:
         """Delete this environment's Cosmos database (best effort)."""

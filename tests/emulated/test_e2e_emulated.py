@@ -6,6 +6,7 @@ and events as the local backend; the events are read back from a topic subscript
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,63 @@ def test_an_archived_artifact_is_dead_lettered_as_missing_saying_it_is_archived(
         ("artifact_missing", described, 2)
     ]
     assert records == []
+
+
+def test_a_leased_export_blob_is_retried_then_dead_lettered_naming_the_lease_and_replays() -> None:
+    # Someone holds a lease on the export's path (a tool, a copy job): every write is refused
+    # 412 LeaseIdMissing. No bug of the turn: it had been dead-lettered handler_error at
+    # once, which pages. Now it is retried, dead-lettered transient_failure naming the code,
+    # and once the lease is broken its replay publishes the file.
+    reason = emulators_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    from worker.azure.backend import open_azure_backend
+
+    given, expected = fixture("headline")
+    cid = given["conversations"][0]["id"]
+    turn = expected["turns"]["turn_headline_a1"]
+    path = turn["export"]["blob"]
+
+    async def main(env: AzureEnvironment) -> dict[str, Any]:
+        settings = env.settings(backoff_base_seconds=0.0, max_attempts=2)
+        await env.clear_blobs([cid])
+        backend = await open_azure_backend(settings)
+        try:
+            await seed(seeding(backend), given)
+            await env.lease_blob(path)
+            await drain(backend, settings)
+            dead = await backend.queue.dead_letters()
+            refused = await backend.ledger.list_turns(cid)
+            await env.break_lease(path)
+            for letter in dead:
+                await backend.queue.replay(letter.sequence_number)
+            await drain(backend, settings)
+            return {
+                "dead": dead,
+                "refused": refused,
+                "records": await backend.ledger.list_turns(cid),
+                "left": await backend.queue.dead_letters(),
+                "files": await env.export_blobs([cid]),
+                "events": await env.events(),
+            }
+        finally:
+            await backend.close()
+            await env.drop_database()
+
+    with azure_environment() as env:
+        got = asyncio.run(main(env))
+        assert env.active_messages() == 0
+    [letter] = got["dead"]
+    assert (letter.reason, letter.delivery_count) == ("transient_failure", 2)
+    assert letter.description.startswith("TransientError (Blob Storage) at blobs.py:")
+    assert letter.description.endswith(" from Conflict from HttpResponseError 412 LeaseIdMissing")
+    assert got["refused"] == [] and got["left"] == []
+    [record] = got["records"]
+    assert record.decision == "published" and record.export is not None
+    assert record.export.blob == path and record.export.row_count == turn["export"]["row_count"]
+    data = got["files"][path]
+    assert (len(data), hashlib.sha256(data).hexdigest()) == (
+        record.export.bytes,
+        record.export.sha256,
+    )
+    assert [event["export_id"] for event in got["events"]] == [record.export.export_id]

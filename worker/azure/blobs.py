@@ -21,7 +21,7 @@ from azure.storage.blob.aio import BlobClient
 
 from worker.azure.credentials import blob_service
 from worker.azure.timeouts import BLOB_STORAGE, guarded, guarded_iter
-from worker.ports import BlobInfo, Conflict, NotFound, TransientError
+from worker.ports import Archived, BlobInfo, Conflict, NotFound, TransientError
 from worker.settings import Settings
 
 BLOCK_SIZE = 4 * 1024 * 1024
@@ -210,17 +210,28 @@ class AzureBlobUpload:
 
 
 async def written(operation: Awaitable[_T], timeout: float, service: str) -> _T:
-    """`guarded` for a write: a 404 there means the container is missing (a write needs no
-    blob to exist), which is the deployment's to fix, not a bug of the turn. It is refused
-    as transient, so the turn is retried and then dead-lettered `transient_failure`, for an
-    operator to replay once the container exists (or resources are created)."""
+    """`guarded` for a write, whose refusals are the deployment's or another writer's, never a
+    bug of the turn. Each is raised as transient: the caller writes the export again whole,
+    then the turn is retried and dead-lettered `transient_failure`, to replay once fixed.
+
+    - 404: the container is missing (a write needs no blob to exist);
+    - a conflict: the writes are unconditional, so it is no ETag race. Another upload of the
+      same path committed first, which discards this one's staged blocks (400
+      InvalidBlockList: a holder whose lock lapsed writing the same export), or the blob is
+      leased (412 LeaseIdMissing), kept by an immutability policy (409), or its container is
+      being deleted (409). The description names the code.
+    """
     try:
         return await guarded(operation, timeout, service)
+    except Archived as exc:  # a NotFound, but the blob is there: refused as a conflict is
+        raise TransientError(f"{exc}: the write was refused") from exc
     except NotFound as exc:
         raise TransientError(
             f"{service}: the container to write to does not exist: create it, or set"
             " COSMOS_CREATE_RESOURCES=true"
         ) from exc
+    except Conflict as exc:
+        raise TransientError(f"{exc}: the write was refused") from exc
 
 
 def content_disposition(file_name: str) -> str:
