@@ -1,16 +1,28 @@
-"""The Azure export upload's block list, and how a refused write is raised (worker/azure/
-blobs.py)."""
+"""The Azure export upload's block list and metadata, and how a refused write is raised
+(worker/azure/blobs.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import BlockState
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from worker.azure.blobs import AzureBlobUpload, written
+from worker.azure.blobs import (
+    _METADATA_SAFE,
+    DIGEST_PREFIX,
+    MAX_METADATA_BYTES,
+    AzureBlobUpload,
+    decode_metadata,
+    encode_metadata,
+    written,
+)
 from worker.azure.timeouts import BLOB_STORAGE
 from worker.ports import BlobInfo, TransientError
 from worker.settlement import where_raised
@@ -88,3 +100,28 @@ def test_a_write_to_a_missing_container_says_so() -> None:
 
     with pytest.raises(TransientError, match="the container to write to does not exist"):
         asyncio.run(written(missing(), 5.0, BLOB_STORAGE))
+
+
+_VALUES = st.text(st.characters(exclude_categories=["Cs"]), max_size=4000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(_VALUES, min_size=1, max_size=5))
+@example(values=["conv_1", "user_" + "ü" * 2000, "turn_1", "csv", "900"])  # one digested
+@example(values=["会" * 496, "ü" * 600, "話" * 497])  # the longest ids a blob name holds
+def test_blob_metadata_stays_within_blob_storages_bound_and_names_each_value(
+    values: list[str],
+) -> None:
+    # Past 8 KB Blob Storage refuses the write on every try. Each value is stored as it is,
+    # percent-encoded, or, while the whole would pass the bound, as its digest.
+    names = ["conversation_id", "user_id", "turn_id", "format", "row_count"][: len(values)]
+    metadata = dict(zip(names, values, strict=True))
+    encoded = encode_metadata(metadata)
+    assert sum(len(name) + len(value) for name, value in encoded.items()) <= MAX_METADATA_BYTES
+    assert all(value.isascii() and value.isprintable() for value in encoded.values())
+    stored = decode_metadata(encoded)
+    digested = {name for name, value in metadata.items() if stored[name] != value}
+    for name in digested:
+        assert encoded[name] == DIGEST_PREFIX + hashlib.sha256(metadata[name].encode()).hexdigest()
+    whole = sum(len(n) + len(quote(v, safe=_METADATA_SAFE)) for n, v in metadata.items())
+    assert (whole > MAX_METADATA_BYTES) == bool(digested)

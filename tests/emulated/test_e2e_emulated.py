@@ -209,3 +209,45 @@ def test_a_leased_export_blob_is_retried_then_dead_lettered_naming_the_lease_and
         record.export.sha256,
     )
     assert [event["export_id"] for event in got["events"]] == [record.export.export_id]
+
+
+def test_a_user_id_past_blob_storages_metadata_bound_is_stored_there_as_its_digest() -> None:
+    # The event bounds no user id; the export's blob carries it in its metadata, which Blob
+    # Storage holds to 8 KB (Azurite dropped the connection: every delivery ended on our
+    # deadline; Azure answers 400 MetadataTooLarge, which had been dead-lettered as a bug).
+    reason = emulators_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    from worker.azure.backend import open_azure_backend
+    from worker.azure.blobs import DIGEST_PREFIX, MAX_METADATA_BYTES
+
+    user = "user_" + "ü" * 9000  # 18 KB of UTF-8, three times that percent-encoded
+    given, expected = fixture("headline")
+    given = json.loads(json.dumps(given).replace("user_alice", user))
+    cid = given["conversations"][0]["id"]
+    path = expected["turns"]["turn_headline_a1"]["export"]["blob"]
+
+    async def main(env: AzureEnvironment) -> dict[str, Any]:
+        settings = env.settings(backoff_base_seconds=0.0, max_attempts=2)
+        await env.clear_blobs([cid])
+        backend = await open_azure_backend(settings)
+        try:
+            await process(backend, settings, given)
+            return {
+                "dead": await backend.queue.dead_letters(),
+                "records": await backend.ledger.list_turns(cid),
+                "info": await backend.blobs.info(path),
+            }
+        finally:
+            await backend.close()
+            await env.drop_database()
+
+    with azure_environment() as env:
+        got = asyncio.run(main(env))
+    assert got["dead"] == []
+    [record] = got["records"]
+    assert record.decision == "published" and record.user_id == user
+    metadata = dict(got["info"].metadata)
+    assert metadata["user_id"] == DIGEST_PREFIX + hashlib.sha256(user.encode()).hexdigest()
+    assert metadata["conversation_id"] == cid and metadata["row_count"] == "900"
+    assert sum(len(name) + len(value) for name, value in metadata.items()) < MAX_METADATA_BYTES

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Mapping
@@ -28,6 +29,10 @@ BLOCK_SIZE = 4 * 1024 * 1024
 # Download granularity: bounds what one read holds in memory, whatever the blob's size.
 DOWNLOAD_CHUNK = 4 * 1024 * 1024
 _T = TypeVar("_T")
+# Blob Storage's bound on a blob's metadata, names and values (8 KB), and how a value is
+# stored when the metadata would pass it (`encode_metadata`).
+MAX_METADATA_BYTES = 8000
+DIGEST_PREFIX = "sha256:"
 _METADATA_KEY = re.compile(r"[^A-Za-z0-9_]")
 # Printable ASCII minus '%' survives as itself; everything else is percent-encoded, so any
 # string round-trips through an HTTP header.
@@ -255,13 +260,29 @@ def file_name_of(disposition: str | None) -> str | None:
 
 
 def encode_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
-    """Blob metadata must be ASCII: keys as identifiers, values percent-encoded."""
-    encoded = {}
+    """Blob metadata must be ASCII: keys as identifiers, values percent-encoded.
+
+    Blob Storage holds at most 8 KB of metadata, names and values together, and refuses a
+    write past it on every try (400 MetadataTooLarge; Azurite drops the connection, or
+    answers 431). The event bounds no user id, and percent-encoding triples each byte past
+    ASCII, so while the metadata is past `MAX_METADATA_BYTES` its longest value is stored as
+    `sha256:` and the hex digest of its UTF-8 (the turn record keeps every id whole).
+    """
+    encoded: dict[str, str] = {}
+    digests: dict[str, str] = {}
     for key, value in metadata.items():
         name = _METADATA_KEY.sub("_", key) or "_"
         if name[0].isdigit():
             name = "_" + name
-        encoded[name] = quote(str(value), safe=_METADATA_SAFE)
+        text = str(value)
+        encoded[name] = quote(text, safe=_METADATA_SAFE)
+        digests[name] = DIGEST_PREFIX + hashlib.sha256(text.encode()).hexdigest()
+    size = sum(len(name) + len(value) for name, value in encoded.items())
+    for name in sorted(encoded, key=lambda n: len(encoded[n]), reverse=True):
+        if size <= MAX_METADATA_BYTES or len(encoded[name]) <= len(digests[name]):
+            break
+        size -= len(encoded[name]) - len(digests[name])
+        encoded[name] = digests[name]
     return encoded
 
 
