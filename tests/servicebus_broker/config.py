@@ -15,13 +15,15 @@ DEFAULT_MAX_DELIVERY_COUNT = 10
 
 @dataclass(frozen=True)
 class QueueConfig:
-    """A queue; `duplicate_detection_window` in seconds, None for off."""
+    """A queue; `duplicate_detection_window` in seconds, None for off; `max_size_bytes` the
+    most its messages may take, dead letters included (None: no bound)."""
 
     name: str
     requires_session: bool = False
     lock_duration: float = DEFAULT_LOCK_DURATION
     max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT
     duplicate_detection_window: float | None = None
+    max_size_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,13 @@ class SubscriptionConfig:
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """A topic and its subscriptions; duplicate detection is a property of the topic."""
+    """A topic and its subscriptions; duplicate detection is a property of the topic, and so
+    is `max_size_bytes`, the most the messages of all its subscriptions may take."""
 
     name: str
     subscriptions: tuple[SubscriptionConfig, ...] = field(default_factory=tuple)
     duplicate_detection_window: float | None = None
+    max_size_bytes: int | None = None
 
 
 EntityConfig = QueueConfig | TopicConfig

@@ -7,8 +7,9 @@ dispositions and detaches. Receivers of entity messages are `receivers.Receivers
   entity or its management node without a token for it is refused with
   `amqp:unauthorized-access`; an unknown entity with `amqp:not-found`.
 - A sender link to a queue or topic: every transfer is stored and settled `accepted`, or
-  `rejected` with an error (protocol guide, "Send (success)", "Send (error)"); the link
-  states the Standard tier's 256 KB max message size.
+  `rejected` with an error (protocol guide, "Send (success)", "Send (error)"): one a
+  session queue cannot take, or `amqp:resource-limit-exceeded` when the entity is at its
+  maximum size. The link states the Standard tier's 256 KB max message size.
 - Request links to `$cbs` and `<entity>/$management`: each request is accepted and its
   response sent on the client's response link, the one whose target is the request's
   `reply-to` (or, without one, the one on the same session reading from the same node),
@@ -29,7 +30,7 @@ from typing import Any
 from proton import Delivery, Endpoint, Handler, Link
 
 from . import cbs, management, wire_message
-from .entity import NotAllowed
+from .entity import NotAllowed, QuotaExceeded
 from .links import error, links_of, open_link, refuse
 from .namespace import Namespace, Node
 from .receivers import Receivers
@@ -38,6 +39,8 @@ from .tally import Tally
 ASSOCIATED_LINK = "associated-link-name"
 # Standard tier: 256 KB messages (protocol guide, "Connections and sessions").
 MAX_MESSAGE_SIZE = 262144
+# A send to a queue or topic at its maximum size (the SDK: ServiceBusQuotaExceededError).
+RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
 INCOMING_CREDIT = 500
 # How often time is looked at while no event comes (lock expiry, session wait deadlines).
 TICK_SECONDS = 0.05
@@ -250,6 +253,9 @@ class AmqpEndpoint(Handler):
                 )
             except NotAllowed as refused:
                 delivery.local.condition = error(management.NOT_ALLOWED, str(refused))
+                delivery.update(Delivery.REJECTED)
+            except QuotaExceeded as full:
+                delivery.local.condition = error(RESOURCE_LIMIT_EXCEEDED, str(full))
                 delivery.update(Delivery.REJECTED)
             else:
                 delivery.update(Delivery.ACCEPTED)

@@ -49,6 +49,10 @@ class NotAllowed(Exception):
     """The operation makes no sense on this entity (e.g. dead-lettering a dead letter)."""
 
 
+class QuotaExceeded(Exception):
+    """The queue or topic holds its maximum size: a message sent to it is refused."""
+
+
 @dataclass(frozen=True)
 class EntitySettings:
     """How an entity treats its messages."""
@@ -328,6 +332,12 @@ class Entity:
         """Every message held, in arrival order."""
         return iter(list(self._messages.values()))
 
+    def size_bytes(self) -> int:
+        """What the messages held take, as sent, dead letters included (Service Bus counts
+        an entity's dead-letter queue in its size)."""
+        held = sum(len(m.payload) for m in self._messages.values() if _sized(m.payload))
+        return held + (0 if self.dead_letters is None else self.dead_letters.size_bytes())
+
     # ---- inner workings ------------------------------------------------------------------
     @property
     def _session_locks(self) -> bool:
@@ -379,3 +389,7 @@ class Entity:
     def _fail_held_by(self, holder: object, session_id: str) -> None:
         for stored in self._held_by(holder, session_id):
             self._fail(stored)
+
+
+def _sized(payload: Any) -> bool:
+    return isinstance(payload, bytes | bytearray | memoryview)

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 from .clock import Clock
 from .config import EntityConfig, QueueConfig, TopicConfig
-from .entity import Entity, EntitySettings, NotAllowed, StoredMessage
+from .entity import Entity, EntitySettings, NotAllowed, QuotaExceeded, StoredMessage
 
 MANAGEMENT_SUFFIX = "/$management"
 DEAD_LETTER_SUFFIX = "/$deadletterqueue"
@@ -50,6 +50,7 @@ class Topic:
     name: str
     subscriptions: dict[str, Entity]
     duplicates: DuplicateDetector | None
+    max_size_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Namespace:
         self.clock = clock
         self._nodes: dict[str, Node] = {}
         self._queue_duplicates: dict[str, DuplicateDetector] = {}
+        self._queue_max_bytes: dict[str, int] = {}
         for config in entities:
             self.add(config)
 
@@ -92,6 +94,8 @@ class Namespace:
                 ),
             )
             self._add_entity(queue)
+            if config.max_size_bytes is not None:
+                self._queue_max_bytes[queue.path] = config.max_size_bytes
             if config.duplicate_detection_window:
                 self._queue_duplicates[queue.path] = DuplicateDetector(
                     config.duplicate_detection_window
@@ -109,7 +113,12 @@ class Namespace:
             subscriptions[sub.name] = entity
             self._add_entity(entity)
         window = config.duplicate_detection_window
-        topic = Topic(config.name, subscriptions, DuplicateDetector(window) if window else None)
+        topic = Topic(
+            config.name,
+            subscriptions,
+            DuplicateDetector(window) if window else None,
+            config.max_size_bytes,
+        )
         self._nodes[config.name.lower()] = Node("topic", config.name, topic=topic)
 
     def _add_entity(self, entity: Entity) -> None:
@@ -152,17 +161,22 @@ class Namespace:
         self, node: Node, payload: Any, message_id: str | None, session_id: str | None
     ) -> list[StoredMessage]:
         """Store a sent message in a queue, or in every subscription of a topic; a duplicate
-        within the detection window is accepted and dropped (nothing stored)."""
+        within the detection window is accepted and dropped (nothing stored). QuotaExceeded
+        when the queue or topic already holds its maximum size."""
         now = self.clock.now()
         if node.kind == "entity" and node.entity is not None:
             if node.entity.is_dead_letter_queue:
                 raise NotAllowed("a dead-letter queue takes messages only by dead-lettering")
+            limit = self._queue_max_bytes.get(node.entity.path)
+            _check_size("Queue", node.entity.path, node.entity.size_bytes(), payload, limit)
             detector = self._queue_duplicates.get(node.entity.path)
             if detector is not None and detector.is_duplicate(message_id, now):
                 return []
             return [node.entity.enqueue(payload, message_id, session_id, now)]
         if node.kind == "topic" and node.topic is not None:
             topic = node.topic
+            held = sum(sub.size_bytes() for sub in topic.subscriptions.values())
+            _check_size("Topic", topic.name, held, payload, topic.max_size_bytes)
             if topic.duplicates is not None and topic.duplicates.is_duplicate(message_id, now):
                 return []
             return [
@@ -179,3 +193,12 @@ class Namespace:
         for entity in self.entities():
             lost.extend(entity.expire(now).session_holders)
         return lost
+
+
+def _check_size(kind: str, path: str, held: int, payload: Any, limit: int | None) -> None:
+    """QuotaExceeded when the entity cannot take the message, in the words Service Bus uses."""
+    if limit is not None and held + len(payload) > limit:
+        raise QuotaExceeded(
+            f"The maximum entity size has been reached or exceeded for {kind}: '{path}'."
+            f" Size of entity in bytes:{held}, Max entity size in bytes: {limit}."
+        )
