@@ -44,6 +44,11 @@ param topicName string = 'export-published'
 @description('Subscription created on the topic for the chat service; empty for none.')
 param publishedSubscriptionName string = 'chat-service'
 
+@description('Maximum size of the topic in MB, its subscriptions and their dead letters together (Standard: 1024 to 5120; Premium: up to 81920). Full, it refuses every publish.')
+@minValue(1024)
+@maxValue(81920)
+param topicMaxSizeMegabytes int = 1024
+
 // The worker's settings below default to worker/settings.py's defaults (a test parses this
 // file and fails when they disagree); change them here only to tune a deployment.
 @description('Worker attempts before it dead-letters with its own reason (EXPORT_WORKER_MAX_ATTEMPTS).')
@@ -218,6 +223,7 @@ resource publishedTopic 'Microsoft.ServiceBus/namespaces/topics@2022-10-01-previ
     requiresDuplicateDetection: true
     duplicateDetectionHistoryTimeWindow: 'P1D'
     defaultMessageTimeToLive: 'P14D'
+    maxSizeInMegabytes: topicMaxSizeMegabytes
     enablePartitioning: false
   }
 }
@@ -878,6 +884,54 @@ resource deadLetterAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
           ]
           operator: 'GreaterThan'
           threshold: 0
+          timeAggregation: 'Average'
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: [for id in alertGroupIds: {
+      actionGroupId: id
+    }]
+  }
+  dependsOn: [
+    alertGroup
+  ]
+}
+
+// A subscription nobody reads fills the topic (expired messages move to its dead-letter
+// queue, which counts too); full, it refuses every publish and each turn is retried, then
+// dead-lettered transient_failure from ServiceBusQuotaExceededError. Fires at 80 %.
+resource topicFillingAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
+  name: '${base}-topic-filling'
+  location: 'global'
+  properties: {
+    description: 'The ${topicName} topic is past 80 % of its maximum size: a subscription is not read. Full, every export fails to publish (docs/operations.md, transient_failure).'
+    severity: 2
+    enabled: true
+    scopes: [
+      serviceBus.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'topic-size'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'Size'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                topicName
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: topicMaxSizeMegabytes * 1048576 / 10 * 8
           timeAggregation: 'Average'
         }
       ]

@@ -87,6 +87,7 @@ TRANSIENT = [
     sb.ServiceBusConnectionError(message="link detached"),
     sb.ServiceBusCommunicationError(message="dns"),
     sb.ServiceBusServerBusyError(message="busy"),
+    sb.ServiceBusQuotaExceededError(message="entity full"),  # not retryable to the SDK
     sb.SessionCannotBeLockedError(message="taken meanwhile"),  # flagged retryable
 ]
 

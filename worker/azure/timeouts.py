@@ -16,7 +16,8 @@ ports promise (`worker/ports/errors.py`):
 - ETag mismatch (412), already exists (409), lost block list -> Conflict
 - message or session lock expired or taken, message already settled -> LockLost
 - throttled (429), 408, Cosmos DB's "retry with" (449), 5xx, connection and read failures,
-  our deadline, SDK operation timeouts, retryable Service Bus errors -> TransientError
+  our deadline, SDK operation timeouts, retryable Service Bus errors, a Service Bus entity
+  at its maximum size -> TransientError
 - refused by Cosmos DB or Blob Storage (401, 403)            -> TransientError
 
 A refusal is retried rather than taken for a bug: a role granted to the worker's identity
@@ -105,6 +106,11 @@ _TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
     sb_errors.ServiceBusConnectionError,
     sb_errors.ServiceBusCommunicationError,
     sb_errors.ServiceBusServerBusyError,
+    # Full: the topic or queue at its maximum size (a subscription nobody reads fills a
+    # topic; dead letters count too), or the namespace's connections all taken. Not
+    # retryable to the SDK, which raises it at once; room is made by a reader or an
+    # operator, so it is retried with backoff, then dead-lettered to replay.
+    sb_errors.ServiceBusQuotaExceededError,
 )
 
 _CONFIGURATION_TYPES: tuple[type[BaseException], ...] = (
