@@ -1,5 +1,6 @@
-"""The Service Bus publisher sends export.published with its application properties, so a
-topic subscription can filter on them: proven with the real SDK on the test broker."""
+"""The Service Bus publisher on the test broker, through the real SDK: it sends
+export.published with its application properties, so a topic subscription can filter on
+them, and a topic at its maximum size is a transient failure, not a bug."""
 
 from __future__ import annotations
 

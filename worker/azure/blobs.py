@@ -33,6 +33,7 @@ _T = TypeVar("_T")
 # stored when the metadata would pass it (`encode_metadata`).
 MAX_METADATA_BYTES = 8000
 DIGEST_PREFIX = "sha256:"
+DIGEST_LENGTH = len(DIGEST_PREFIX) + 64
 _METADATA_KEY = re.compile(r"[^A-Za-z0-9_]")
 # Printable ASCII minus '%' survives as itself; everything else is percent-encoded, so any
 # string round-trips through an HTTP header.
@@ -269,20 +270,19 @@ def encode_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     `sha256:` and the hex digest of its UTF-8 (the turn record keeps every id whole).
     """
     encoded: dict[str, str] = {}
-    digests: dict[str, str] = {}
+    texts: dict[str, str] = {}
     for key, value in metadata.items():
         name = _METADATA_KEY.sub("_", key) or "_"
         if name[0].isdigit():
             name = "_" + name
-        text = str(value)
-        encoded[name] = quote(text, safe=_METADATA_SAFE)
-        digests[name] = DIGEST_PREFIX + hashlib.sha256(text.encode()).hexdigest()
+        texts[name] = str(value)
+        encoded[name] = quote(texts[name], safe=_METADATA_SAFE)
     size = sum(len(name) + len(value) for name, value in encoded.items())
     for name in sorted(encoded, key=lambda n: len(encoded[n]), reverse=True):
-        if size <= MAX_METADATA_BYTES or len(encoded[name]) <= len(digests[name]):
-            break
-        size -= len(encoded[name]) - len(digests[name])
-        encoded[name] = digests[name]
+        if size <= MAX_METADATA_BYTES or len(encoded[name]) <= DIGEST_LENGTH:
+            break  # within the bound, or no value left that its digest would shorten
+        size -= len(encoded[name]) - DIGEST_LENGTH
+        encoded[name] = DIGEST_PREFIX + hashlib.sha256(texts[name].encode()).hexdigest()
     return encoded
 
 
