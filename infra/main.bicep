@@ -851,61 +851,34 @@ resource alertGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (createAct
 var createdAlertGroupIds = createActionGroup ? [resourceId('Microsoft.Insights/actionGroups', alertGroupName)] : []
 var alertGroupIds = empty(actionGroupId) ? createdAlertGroupIds : [actionGroupId]
 
-// Counts the broker's dead-lettering too (MaxDeliveryCountExceeded, expiry), which the
-// worker never sees. Fires while the dead-letter queue is not empty.
-resource deadLetterAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
-  name: '${base}-dead-letters'
-  location: 'global'
-  properties: {
+// One rule per Service Bus entity metric, each firing while it stays past its threshold:
+// - dead-letters: the queue's dead-letter count, which counts the broker's own
+//   dead-lettering too (MaxDeliveryCountExceeded, expiry), which the worker never sees;
+// - topic-filling: a subscription nobody reads fills the topic (expired messages move to its
+//   dead-letter queue, which counts too); full, it refuses every publish and each turn is
+//   retried, then dead-lettered transient_failure from ServiceBusQuotaExceededError.
+var entityMetricAlerts = [
+  {
+    name: 'dead-letters'
     description: 'Messages wait in the ${queueName} dead-letter queue: list them with `export-worker dlq list` (docs/operations.md, one section per reason).'
-    severity: 2
-    enabled: true
-    scopes: [
-      serviceBus.id
-    ]
-    evaluationFrequency: 'PT5M'
-    windowSize: 'PT15M'
-    criteria: {
-      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
-      allOf: [
-        {
-          criterionType: 'StaticThresholdCriterion'
-          name: 'dead-lettered-messages'
-          metricNamespace: 'Microsoft.ServiceBus/namespaces'
-          metricName: 'DeadletteredMessages'
-          dimensions: [
-            {
-              name: 'EntityName'
-              operator: 'Include'
-              values: [
-                queueName
-              ]
-            }
-          ]
-          operator: 'GreaterThan'
-          threshold: 0
-          timeAggregation: 'Average'
-        }
-      ]
-    }
-    autoMitigate: true
-    actions: [for id in alertGroupIds: {
-      actionGroupId: id
-    }]
+    metricName: 'DeadletteredMessages'
+    entityName: queueName
+    threshold: 0
   }
-  dependsOn: [
-    alertGroup
-  ]
-}
+  {
+    name: 'topic-filling'
+    description: 'The ${topicName} topic is past 80 % of its maximum size: a subscription is not read. Full, every export fails to publish (docs/operations.md, transient_failure).'
+    metricName: 'Size'
+    entityName: topicName
+    threshold: topicMaxSizeMegabytes * 1048576 / 10 * 8
+  }
+]
 
-// A subscription nobody reads fills the topic (expired messages move to its dead-letter
-// queue, which counts too); full, it refuses every publish and each turn is retried, then
-// dead-lettered transient_failure from ServiceBusQuotaExceededError. Fires at 80 %.
-resource topicFillingAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
-  name: '${base}-topic-filling'
+resource entityMetricAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = [for rule in entityMetricAlerts: {
+  name: '${base}-${rule.name}'
   location: 'global'
   properties: {
-    description: 'The ${topicName} topic is past 80 % of its maximum size: a subscription is not read. Full, every export fails to publish (docs/operations.md, transient_failure).'
+    description: rule.description
     severity: 2
     enabled: true
     scopes: [
@@ -918,20 +891,20 @@ resource topicFillingAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
       allOf: [
         {
           criterionType: 'StaticThresholdCriterion'
-          name: 'topic-size'
+          name: rule.name
           metricNamespace: 'Microsoft.ServiceBus/namespaces'
-          metricName: 'Size'
+          metricName: rule.metricName
           dimensions: [
             {
               name: 'EntityName'
               operator: 'Include'
               values: [
-                topicName
+                rule.entityName
               ]
             }
           ]
           operator: 'GreaterThan'
-          threshold: topicMaxSizeMegabytes * 1048576 / 10 * 8
+          threshold: rule.threshold
           timeAggregation: 'Average'
         }
       ]
@@ -944,7 +917,7 @@ resource topicFillingAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
   dependsOn: [
     alertGroup
   ]
-}
+}]
 
 // A handler_error dead letter is a bug: one is enough to page. Read from the worker's own
 // JSON log line (the metric above cannot tell reasons apart).
