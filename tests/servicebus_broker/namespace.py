@@ -168,15 +168,15 @@ class Namespace:
             if node.entity.is_dead_letter_queue:
                 raise NotAllowed("a dead-letter queue takes messages only by dead-lettering")
             limit = self._queue_max_bytes.get(node.entity.path)
-            _check_size("Queue", node.entity.path, node.entity.size_bytes(), payload, limit)
+            _check_size("Queue", node.entity.path, [node.entity], payload, limit)
             detector = self._queue_duplicates.get(node.entity.path)
             if detector is not None and detector.is_duplicate(message_id, now):
                 return []
             return [node.entity.enqueue(payload, message_id, session_id, now)]
         if node.kind == "topic" and node.topic is not None:
             topic = node.topic
-            held = sum(sub.size_bytes() for sub in topic.subscriptions.values())
-            _check_size("Topic", topic.name, held, payload, topic.max_size_bytes)
+            subscriptions = list(topic.subscriptions.values())
+            _check_size("Topic", topic.name, subscriptions, payload, topic.max_size_bytes)
             if topic.duplicates is not None and topic.duplicates.is_duplicate(message_id, now):
                 return []
             return [
@@ -195,9 +195,16 @@ class Namespace:
         return lost
 
 
-def _check_size(kind: str, path: str, held: int, payload: Any, limit: int | None) -> None:
-    """QuotaExceeded when the entity cannot take the message, in the words Service Bus uses."""
-    if limit is not None and held + len(payload) > limit:
+def _check_size(
+    kind: str, path: str, holders: list[Entity], payload: Any, limit: int | None
+) -> None:
+    """QuotaExceeded when the entity, whose messages the `holders` keep, cannot take the
+    message, in the words Service Bus uses. Sized only when bounded: a send to an unbounded
+    entity walks none of its messages."""
+    if limit is None:
+        return
+    held = sum(holder.size_bytes() for holder in holders)
+    if held + len(payload) > limit:
         raise QuotaExceeded(
             f"The maximum entity size has been reached or exceeded for {kind}: '{path}'."
             f" Size of entity in bytes:{held}, Max entity size in bytes: {limit}."
