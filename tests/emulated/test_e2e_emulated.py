@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,14 @@ from worker.ports import Backend
 from worker.settings import Settings
 from worker.testing.seeding import seed, seeding
 
-pytestmark = pytest.mark.emulated
+pytestmark = [
+    pytest.mark.emulated,
+    pytest.mark.skipif(emulators_missing() is not None, reason=str(emulators_missing())),
+]
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+# A failing turn's settings: no waiting between deliveries, dead-lettered at the second.
+RETRIED_ONCE: dict[str, Any] = {"backoff_base_seconds": 0.0, "max_attempts": 2}
 NAMES = sorted(p.name.removesuffix(".fixture.json") for p in PUBLIC.glob("*.fixture.json"))
 
 
@@ -78,29 +85,36 @@ async def local_outcome(home: Path, given: dict[str, Any], cids: list[str]) -> d
         await local.close()
 
 
-async def azure_outcome(env: AzureEnvironment, given: dict[str, Any], cids: list[str]) -> Any:
+@asynccontextmanager
+async def azure_backend(
+    env: AzureEnvironment, cids: list[str], **overrides: Any
+) -> AsyncIterator[tuple[Backend, Settings]]:
+    """The Azure backend on the environment's stand-ins, with its settings (`overrides` on
+    top), the conversations' blobs cleared first; closed, and the database dropped, after."""
     from worker.azure.backend import open_azure_backend
 
-    settings = env.settings(backoff_base_seconds=0.0)
+    settings = env.settings(**overrides)
     await env.clear_blobs(cids)
     backend = await open_azure_backend(settings)
     try:
-        await process(backend, settings, given)
-        got = await records_and_dead(backend, cids)
+        yield backend, settings
     finally:
         await backend.close()
-    got["files"] = await env.export_blobs(cids)
-    got["events"] = without_time(await env.events())
+        await env.drop_database()
+
+
+async def azure_outcome(env: AzureEnvironment, given: dict[str, Any], cids: list[str]) -> Any:
+    async with azure_backend(env, cids, backoff_base_seconds=0.0) as (backend, settings):
+        await process(backend, settings, given)
+        got = await records_and_dead(backend, cids)
+        got["files"] = await env.export_blobs(cids)
+        got["events"] = without_time(await env.events())
     got["active"] = env.active_messages()
-    await env.drop_database()
     return got
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_azure_backend_matches_the_local_backend(tmp_path: Path, name: str) -> None:
-    reason = emulators_missing()
-    if reason is not None:
-        pytest.skip(reason)
     given, expected = fixture(name)
     cids = expected["conversations"]
     want = asyncio.run(local_outcome(tmp_path / "local", given, cids))
@@ -119,27 +133,16 @@ def test_an_archived_artifact_is_dead_lettered_as_missing_saying_it_is_archived(
     # Blob Storage (Azurite too) answers a read of an archived blob 409 BlobArchived, the
     # status of a write race: the turn must end as a missing artifact to replay once the
     # blob is rehydrated, not as a transient failure, nor a conflict retried in place.
-    reason = emulators_missing()
-    if reason is not None:
-        pytest.skip(reason)
-    from worker.azure.backend import open_azure_backend
-
     given, _ = fixture("headline")
     cid = given["conversations"][0]["id"]
     page = next(path for path in given["artifacts"] if "call_7d3a" in path)  # a winning page
 
     async def main(env: AzureEnvironment) -> tuple[list[Any], list[Any]]:
-        settings = env.settings(backoff_base_seconds=0.0, max_attempts=2)
-        await env.clear_blobs([cid])
-        backend = await open_azure_backend(settings)
-        try:
+        async with azure_backend(env, [cid], **RETRIED_ONCE) as (backend, settings):
             await seed(seeding(backend), given)
             await env.archive_blob(page)
             await drain(backend, settings)
             return await backend.queue.dead_letters(), await backend.ledger.list_turns(cid)
-        finally:
-            await backend.close()
-            await env.drop_database()
 
     with azure_environment() as env:
         dead, records = asyncio.run(main(env))
@@ -156,21 +159,13 @@ def test_a_leased_export_blob_is_retried_then_dead_lettered_naming_the_lease_and
     # 412 LeaseIdMissing. No bug of the turn: it had been dead-lettered handler_error at
     # once, which pages. Now it is retried, dead-lettered transient_failure naming the code,
     # and once the lease is broken its replay publishes the file.
-    reason = emulators_missing()
-    if reason is not None:
-        pytest.skip(reason)
-    from worker.azure.backend import open_azure_backend
-
     given, expected = fixture("headline")
     cid = given["conversations"][0]["id"]
     turn = expected["turns"]["turn_headline_a1"]
     path = turn["export"]["blob"]
 
     async def main(env: AzureEnvironment) -> dict[str, Any]:
-        settings = env.settings(backoff_base_seconds=0.0, max_attempts=2)
-        await env.clear_blobs([cid])
-        backend = await open_azure_backend(settings)
-        try:
+        async with azure_backend(env, [cid], **RETRIED_ONCE) as (backend, settings):
             await seed(seeding(backend), given)
             await env.lease_blob(path)
             await drain(backend, settings)
@@ -188,9 +183,6 @@ def test_a_leased_export_blob_is_retried_then_dead_lettered_naming_the_lease_and
                 "files": await env.export_blobs([cid]),
                 "events": await env.events(),
             }
-        finally:
-            await backend.close()
-            await env.drop_database()
 
     with azure_environment() as env:
         got = asyncio.run(main(env))
@@ -215,10 +207,6 @@ def test_a_user_id_past_blob_storages_metadata_bound_is_stored_there_as_its_dige
     # The event bounds no user id; the export's blob carries it in its metadata, which Blob
     # Storage holds to 8 KB (Azurite dropped the connection: every delivery ended on our
     # deadline; Azure answers 400 MetadataTooLarge, which had been dead-lettered as a bug).
-    reason = emulators_missing()
-    if reason is not None:
-        pytest.skip(reason)
-    from worker.azure.backend import open_azure_backend
     from worker.azure.blobs import DIGEST_PREFIX, MAX_METADATA_BYTES
 
     user = "user_" + "ü" * 9000  # 18 KB of UTF-8, three times that percent-encoded
@@ -228,19 +216,13 @@ def test_a_user_id_past_blob_storages_metadata_bound_is_stored_there_as_its_dige
     path = expected["turns"]["turn_headline_a1"]["export"]["blob"]
 
     async def main(env: AzureEnvironment) -> dict[str, Any]:
-        settings = env.settings(backoff_base_seconds=0.0, max_attempts=2)
-        await env.clear_blobs([cid])
-        backend = await open_azure_backend(settings)
-        try:
+        async with azure_backend(env, [cid], **RETRIED_ONCE) as (backend, settings):
             await process(backend, settings, given)
             return {
                 "dead": await backend.queue.dead_letters(),
                 "records": await backend.ledger.list_turns(cid),
                 "info": await backend.blobs.info(path),
             }
-        finally:
-            await backend.close()
-            await env.drop_database()
 
     with azure_environment() as env:
         got = asyncio.run(main(env))
