@@ -16,9 +16,12 @@
    queue is drained (a note says so). Locks last 1 s, so a dead worker's session returns soon.
 3. Runs `export-worker run --drain` once more without kills or crash points. A turn that was
    in flight at ten deaths has been dead-lettered for its delivery count, as Service Bus
-   does (under a kill every 0.25-1 s, a slow first turn can be); those are replayed as an
-   operator would (`dlq replay --all --reason MaxDeliveryCountExceeded`), drained once
-   more, and counted in the figure line (`replayed=`).
+   does (under a kill every 0.25-1 s, a slow first turn can be), and under `--fault-rate`
+   a turn can spend `--max-attempts` on injected faults and be dead-lettered
+   `transient_failure` ("TransientError at faults.py:N"). Those two kinds are replayed as
+   an operator would once the outage is over (`dlq replay` by sequence number), drained
+   once more without injected faults, and counted in the figure line (`replayed=`); any
+   other dead letter stays for the checks.
 4. Checks, from the stores and through the CLI: every turn has exactly one turn record with
    the expected decision; every published turn exactly one export file whose rows match
    (count, first and last row), `event_sent` true and exactly one `export.published`; no
@@ -51,6 +54,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -71,7 +75,10 @@ for folder in (ROOT, HERE):
 from chaos_turns import ExpectedTurn, Generated, generate  # noqa: E402
 from harness_stores import AzureStores, LocalStores, Stores, azure_stores, run_cli  # noqa: E402
 
+from handlers.errors import DeadLetterReason  # noqa: E402
 from worker.ports import MAX_DELIVERY_REASON as DELIVERY_COUNT_REASON  # noqa: E402
+
+TRANSIENT_REASON: DeadLetterReason = "transient_failure"
 
 
 def crash_points_for(kills: int, turns: int) -> str:
@@ -166,7 +173,7 @@ class Home:
     def cli(self, *args: str, timeout: float = 300) -> bytes:
         return run_cli([*executable(), *args], self.path, self.env(), timeout)
 
-    def spawn(self, n: int, chaos: bool) -> Worker:
+    def spawn(self, n: int, chaos: bool, faults: bool = True) -> Worker:
         extra: dict[str, str] = {}
         points = self.options.crash_points
         if points is None:
@@ -174,7 +181,7 @@ class Home:
         if chaos and points:
             extra["EXPORT_WORKER_CRASH_POINTS"] = points
             extra["EXPORT_WORKER_CRASH_SEED"] = str(self.options.seed * 100_003 + n)
-        if self.options.fault_rate > 0:
+        if faults and self.options.fault_rate > 0:
             extra["EXPORT_WORKER_FAULT_RATE"] = str(self.options.fault_rate)
             extra["EXPORT_WORKER_FAULT_SEED"] = str(self.options.seed * 100_019 + n)
         log = self.path / "logs" / f"run-{n:04d}.log"
@@ -247,9 +254,12 @@ def _account_exit(worker: Worker, code: int, stats: ChaosStats) -> None:
     stats.failures.append(f"{worker.log.name} exited {code}: {text.strip()[-400:]}")
 
 
-def drain_phase(home: Home, stats: ChaosStats, deadline: float, verbose: bool) -> None:
-    """One `run --drain` without kills or crash points; it must exit 0."""
-    worker = home.spawn(stats.spawned, chaos=False)
+def drain_phase(
+    home: Home, stats: ChaosStats, deadline: float, verbose: bool, faults: bool = True
+) -> None:
+    """One `run --drain` without kills or crash points (with the injected faults unless
+    `faults` is false); it must exit 0."""
+    worker = home.spawn(stats.spawned, chaos=False, faults=faults)
     stats.spawned += 1
     try:
         code = worker.process.wait(timeout=max(10.0, deadline - time.monotonic()))
@@ -264,13 +274,48 @@ def drain_phase(home: Home, stats: ChaosStats, deadline: float, verbose: bool) -
         sys.stderr.write(worker.log.read_text(errors="replace")[-3000:])
 
 
-def replay_phase(home: Home, stats: ChaosStats, deadline: float, verbose: bool) -> int:
-    """Replay what was dead-lettered for its delivery count, then drain again; how many."""
-    exhausted = json.loads(home.cli("dlq", "list", "--reason", DELIVERY_COUNT_REASON, "--json"))
-    if exhausted:
-        home.cli("dlq", "replay", "--all", "--reason", DELIVERY_COUNT_REASON)
-        drain_phase(home, stats, deadline, verbose)
-    return len(exhausted)
+def replay_phase(home: Home, stats: ChaosStats, deadline: float, verbose: bool) -> Replayed:
+    """Replay what an operator would once the chaos is over, then drain again: what was
+    dead-lettered for its delivery count, and what ran out of attempts on a fault this
+    harness injected. Any other dead letter stays, for the checks to judge."""
+    dead = json.loads(home.cli("dlq", "list", "--json"))
+    replayed = Replayed(
+        delivery_count=sum(d["reason"] == DELIVERY_COUNT_REASON for d in dead),
+        injected_faults=sum(is_injected_fault(d) for d in dead),
+    )
+    chosen = [
+        str(d["sequence_number"])
+        for d in dead
+        if d["reason"] == DELIVERY_COUNT_REASON or is_injected_fault(d)
+    ]
+    if chosen:
+        home.cli("dlq", "replay", *chosen)
+        drain_phase(home, stats, deadline, verbose, faults=False)
+    return replayed
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What `replay_phase` replayed, by why it had been dead-lettered."""
+
+    delivery_count: int = 0
+    injected_faults: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.delivery_count + self.injected_faults
+
+
+def is_injected_fault(dead: dict[str, Any]) -> bool:
+    """A `transient_failure` whose last error was one `--fault-rate` injected: raised by
+    worker/testing/faults.py and nothing under it. An operator replays such a dead letter
+    once the dependency is back; a real transient failure (one from a stand-in) is not
+    this harness's doing and stays dead-lettered."""
+    description = str(dead.get("description") or "")
+    return (
+        dead.get("reason") == TRANSIENT_REASON
+        and re.fullmatch(r"TransientError at faults\.py:\d+", description) is not None
+    )
 
 
 def _recorded(home: Home, conversations: list[str]) -> int:
@@ -563,8 +608,16 @@ def _run(options: Options, home_path: Path, stores: Stores) -> int:
             f"(call_attempts {options.call_attempts}, max_attempts {options.max_attempts})"
         )
     print(f"turn records before the final drain: {before_drain} of {len(generated.turns)}")
-    if replayed:
-        print(f"dead-lettered for their delivery count, replayed and drained: {replayed}")
+    if replayed.delivery_count:
+        print(
+            "dead-lettered for their delivery count, replayed and drained: "
+            f"{replayed.delivery_count}"
+        )
+    if replayed.injected_faults:
+        print(
+            "dead-lettered transient_failure after the injected faults' last attempt, "
+            f"replayed and drained: {replayed.injected_faults}"
+        )
     for failure in stats.failures:
         print(f"worker failure: {failure}")
     for problem in verdict.problems[:50]:
@@ -573,7 +626,7 @@ def _run(options: Options, home_path: Path, stores: Stores) -> int:
     print(
         f"chaos: turns={len(generated.turns)} kills={stats.total_kills} lost={verdict.lost} "
         f"duplicates={verdict.duplicates} dead_letters={verdict.dead_letters} "
-        f"(planted {verdict.planted}) replayed={replayed}",
+        f"(planted {verdict.planted}) replayed={replayed.total}",
         flush=True,
     )
     ok = not verdict.lost and not verdict.duplicates and not verdict.problems

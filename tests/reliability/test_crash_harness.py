@@ -18,6 +18,10 @@ from worker.ports import BlobInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "benchmarks" / "chaos" / "crash_harness.py"
+INJECTED_REPLAYED = (
+    "dead-lettered transient_failure after the injected faults' last attempt, "
+    "replayed and drained: "
+)
 FIGURES = re.compile(
     r"^chaos: turns=(\d+) kills=(\d+) lost=(\d+) duplicates=(\d+) "
     r"dead_letters=(\d+) \(planted (\d+)\) replayed=(\d+)$"
@@ -77,6 +81,39 @@ def test_turns_dead_lettered_for_their_delivery_count_are_replayed_and_lose_noth
     assert (turns, lost, duplicates) == (4, 0, 0), lines[-25:]
     assert kills >= 10 and replayed >= 1 and dead == planted, lines[-25:]
     assert code == 0, lines[-25:]
+
+
+@pytest.mark.slow
+def test_turns_dead_lettered_after_their_attempts_on_injected_faults_are_replayed_whole() -> None:
+    # Three calls in ten fail, each tried once, and two deliveries end a turn: most turns
+    # run out of attempts and are dead-lettered `transient_failure`, many after their file
+    # or record was written. Replayed once the faults stop, as an operator replays an
+    # outage's dead letters, each turn ends with one file, one record and one event.
+    code, lines, figures = run_harness(
+        "--turns", "12", "--conversations", "4", "--kills", "0", "--seed", "3",
+        "--fault-rate", "0.3", "--call-attempts", "1", "--max-attempts", "2",
+    )  # fmt: skip
+    turns, kills, lost, duplicates, dead, planted, replayed = figures
+    assert (turns, kills, lost, duplicates) == (12, 0, 0, 0), lines[-25:]
+    assert dead == planted >= 4, lines[-25:]
+    injected = [line for line in lines if "after the injected faults' last attempt" in line]
+    assert replayed >= 3 and injected == [f"{INJECTED_REPLAYED}{replayed}"], lines[-25:]
+    assert code == 0, lines[-25:]
+
+
+def test_only_a_transient_failure_of_an_injected_fault_counts_as_injected() -> None:
+    from crash_harness import is_injected_fault  # tests/reliability/conftest.py: on the path
+
+    def dead(reason: str, description: str) -> dict[str, str]:
+        return {"reason": reason, "description": description}
+
+    assert is_injected_fault(dead("transient_failure", "TransientError at faults.py:88"))
+    assert not is_injected_fault(dead("handler_error", "TransientError at faults.py:88"))
+    # A stand-in's own failure is the service's, not the harness's: it stays dead-lettered.
+    real = "TransientError (Cosmos DB) at timeouts.py:278 from CosmosHttpResponseError 429"
+    assert not is_injected_fault(dead("transient_failure", real))
+    assert not is_injected_fault(dead("transient_failure", "TransientError at faults.py:88 x"))
+    assert not is_injected_fault({"reason": "transient_failure"})
 
 
 def test_a_killed_writers_staged_file_is_swept_when_the_blobs_open(tmp_path: Path) -> None:
