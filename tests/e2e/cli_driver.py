@@ -8,9 +8,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 
@@ -54,14 +56,29 @@ class Cli:
             )
         return proc
 
-    def popen(self, *args: str) -> subprocess.Popen[bytes]:
+    def popen(self, *args: str, output: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+        """The command started; its stdout and stderr piped, or both written to `output`."""
         return subprocess.Popen(
             [*executable(), *args],
             cwd=self.home,
             env=self.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=output or subprocess.PIPE,
+            stderr=output or subprocess.PIPE,
         )
+
+    @contextmanager
+    def started(
+        self, *args: str, output: IO[bytes] | None = None
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """`popen` for the block: when it ends, the process is killed if still running (a
+        failed assertion must neither leave a worker behind nor wait on one that never
+        stops), reaped, and its pipes closed."""
+        with self.popen(*args, output=output) as process:
+            try:
+                yield process
+            finally:
+                if process.poll() is None:
+                    process.kill()
 
     def json(self, *args: str) -> list[dict[str, Any]]:
         out = self.run(*args, "--json").stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -260,9 +261,15 @@ def test_two_run_processes_on_one_home_export_every_turn_once(cli: Cli, tmp_path
         )
     )
     cli.run("dev", "seed", str(seeded))
-    first, second = cli.popen("run", "--drain"), cli.popen("run", "--drain")
-    assert first.wait(timeout=120) == 0
-    assert second.wait(timeout=120) == 0
+    # Their output goes to files: a pipe nobody reads while the other is awaited could
+    # fill and stop its writer with a session held.
+    with (
+        (tmp_path / "first.log").open("wb") as log_1,
+        (tmp_path / "second.log").open("wb") as log_2,
+        cli.started("run", "--drain", output=log_1) as first,
+        cli.started("run", "--drain", output=log_2) as second,
+    ):
+        assert (first.wait(timeout=120), second.wait(timeout=120)) == (0, 0)
 
     exports = cli.json("exports", "list")
     assert len(exports) == 12
@@ -270,6 +277,20 @@ def test_two_run_processes_on_one_home_export_every_turn_once(cli: Cli, tmp_path
     events_sent = cli.json("dev", "events")
     assert sorted(e["export_id"] for e in events_sent) == sorted(e["export_id"] for e in exports)
     assert cli.json("dlq", "list") == []
+
+
+def test_a_worker_started_for_a_block_is_killed_and_reaped_when_the_block_fails(
+    cli: Cli,
+) -> None:
+    # The driver's own promise: a test whose assertion fails with `run` still going
+    # neither hangs on it nor leaves it running.
+    class Failed(Exception):
+        pass
+
+    with pytest.raises(Failed), cli.started("run") as worker:  # no --drain: never ends
+        raise Failed
+    assert worker.returncode == -signal.SIGKILL
+    assert worker.stdout is not None and worker.stdout.closed
 
 
 def test_usage_error_exits_2_with_one_line(cli: Cli) -> None:

@@ -188,17 +188,17 @@ def test_sigterm_during_an_idle_accept_exits_0_within_about_a_second(
         EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS=str(GRACE_SECONDS),
         EXPORT_WORKER_CONCURRENCY=str(CONCURRENCY),
     )
-    worker = cli.popen("run")  # no --drain: waits for sessions until signalled
-    assert worker.stderr is not None
-    seen = wait_for_line(worker.stderr, b"worker_started", timeout=60)
-    assert seen, "the worker never started"
-    # Every session worker inside an accept (a connection each) when the signal comes.
-    assert env.broker.open_connections(expected=CONCURRENCY, timeout=30) == CONCURRENCY
-    signalled = time.monotonic()
-    worker.send_signal(signal.SIGTERM)
-    code = worker.wait(timeout=GRACE_SECONDS + 10)
-    took = time.monotonic() - signalled
-    rest = worker.stderr.read().decode()
+    with cli.started("run") as worker:  # no --drain: waits for sessions until signalled
+        assert worker.stderr is not None
+        seen = wait_for_line(worker.stderr, b"worker_started", timeout=60)
+        assert seen, "the worker never started"
+        # Every session worker inside an accept (a connection each) when the signal comes.
+        assert env.broker.open_connections(expected=CONCURRENCY, timeout=30) == CONCURRENCY
+        signalled = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(timeout=GRACE_SECONDS + 10)
+        took = time.monotonic() - signalled
+        rest = worker.stderr.read().decode()
     print(f"SIGTERM while idle: exit {code} after {took:.2f} s")
     assert code == 0 and "worker_stopped" in rest
     assert took < IDLE_EXIT_SECONDS
@@ -227,15 +227,17 @@ def test_run_drain_whose_service_bus_goes_away_gives_up_and_exits_1(
     with ServiceBusClient.from_connection_string(env.broker.connection_string) as holder:
         receiver = holder.get_queue_receiver(QUEUE, session_id=conversation["id"])
         assert len(receiver.receive_messages(max_message_count=1, max_wait_time=10)) == 1
-        worker = cli.popen("run", "--drain")
-        assert worker.stderr is not None
-        assert wait_for_line(worker.stderr, b"worker_started", timeout=60)
-        time.sleep(1.0)
-        assert worker.poll() is None, "the drain ended while the session was locked"
-        env.broker.stop()
-        gone = time.monotonic()
-        _, stderr = worker.communicate(timeout=120)
-        took = time.monotonic() - gone
+        with cli.started("run", "--drain") as worker:
+            assert worker.stderr is not None
+            assert wait_for_line(worker.stderr, b"worker_started", timeout=60)
+            time.sleep(1.0)
+            assert worker.poll() is None, "the drain ended while the session was locked"
+            env.broker.stop()
+            gone = time.monotonic()
+            worker.wait(timeout=120)
+            took = time.monotonic() - gone
+            # Read through the stream's buffer, where the line above may have left more.
+            stderr = worker.stderr.read()
     lines = stderr.decode().splitlines()
     print(f"Service Bus gone: exit {worker.returncode} after {took:.1f} s; {lines[-1]}")
     assert worker.returncode == 1

@@ -138,11 +138,11 @@ def test_sigterm_mid_export_finishes_the_turn_within_the_grace_period(tmp_path: 
         EXPORT_WORKER_SLOW_POINTS=f"during_blob:{SLOW_SECONDS}",
         EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS="20",
     )
-    worker = cli.popen("run")  # no --drain: only the signal stops it
-    _wait_for_staged_upload(cli.home, worker)
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=20) == 0
-    stderr = worker.stderr.read().decode()
+    with cli.started("run") as worker:  # no --drain: only the signal stops it
+        _wait_for_staged_upload(cli.home, worker)
+        worker.send_signal(signal.SIGTERM)
+        stderr = worker.communicate(timeout=20)[1].decode()
+    assert worker.returncode == 0
     assert "worker_stopping" in stderr and "turn_abandoned_on_shutdown" not in stderr
 
     [record] = cli.json("turns", "list", "--conversation", "conv_headline_a")
@@ -162,13 +162,14 @@ def test_sigterm_past_the_grace_period_abandons_the_turn_and_leaves_nothing_half
         EXPORT_WORKER_SLOW_POINTS="during_blob:60",
         EXPORT_WORKER_SHUTDOWN_GRACE_SECONDS="0.5",
     )
-    worker = cli.popen("run")
-    _wait_for_staged_upload(cli.home, worker)
-    signalled = time.monotonic()
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=20) == 0
+    with cli.started("run") as worker:
+        _wait_for_staged_upload(cli.home, worker)
+        signalled = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        stderr = worker.communicate(timeout=20)[1].decode()
+    assert worker.returncode == 0
     assert time.monotonic() - signalled < 0.5 + 3.0
-    assert "turn_abandoned_on_shutdown" in worker.stderr.read().decode()
+    assert "turn_abandoned_on_shutdown" in stderr
 
     # Nothing of the turn is visible: no record, no file, no event, no staged part.
     assert cli.json("turns", "list", "--conversation", "conv_headline_a") == []
