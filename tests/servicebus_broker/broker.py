@@ -21,7 +21,7 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from .cbs import SharedAccessKey
 from .clock import Clock, SystemClock
 from .config import EntityConfig
-from .endpoint import AmqpEndpoint
+from .endpoint import AmqpEndpoint, Forced
 from .namespace import Namespace
 
 HOST = "127.0.0.1"
@@ -29,6 +29,9 @@ KEY_NAME = "RootManageSharedAccessKey"
 # A development key, like the emulator's well-known one: not a secret.
 KEY = "U2VydmljZUJ1c1Rlc3RCcm9rZXJEZXZlbG9wbWVudEtleQ=="
 START_TIMEOUT = 10.0
+# Descriptions of what the service does on its own (the conditions are in endpoint.py).
+IDLE_DETACH = "the link was idle for 10 minutes and is force detached"
+GATEWAY_CLOSE = "the connection was closed by the service: its gateway is being upgraded"
 STOP_TIMEOUT = 10.0
 
 
@@ -137,6 +140,27 @@ class ServiceBusBroker:
     def operations(self) -> dict[str, dict[str, int]]:
         """What clients asked so far, by kind, with message bytes (`tally.py`)."""
         return self._endpoint.tally.snapshot()
+
+    def force_detach(self, path: str, description: str = IDLE_DETACH) -> int:
+        """Detach every client link on the queue, subscription or topic at `path` with
+        `amqp:link:detach-forced`, as Service Bus does to a link idle for 10 minutes or on a
+        gateway being upgraded; how many were detached."""
+        return self._force(Forced("detach", description, path))
+
+    def force_close(self, description: str = GATEWAY_CLOSE) -> int:
+        """Close every client connection with `amqp:connection:forced`, as Service Bus
+        does when a gateway restarts; how many were closed."""
+        return self._force(Forced("close", description))
+
+    def _force(self, order: Forced) -> int:
+        if self._injector is None:
+            raise RuntimeError("the broker is not started")
+        with self._endpoint.guard:
+            self._endpoint.forced.append(order)
+        self._injector.trigger(ApplicationEvent("broker_force"))
+        if not order.done.wait(STOP_TIMEOUT):
+            raise RuntimeError(f"the broker did not {order.what} in time")
+        return order.count
 
     def open_connections(self, expected: int | None = None, timeout: float = 5.0) -> int:
         """Client connections open (to see a client leak one); with `expected`, waits up to

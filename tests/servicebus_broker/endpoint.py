@@ -14,6 +14,9 @@ dispositions and detaches. Receivers of entity messages are `receivers.Receivers
   response sent on the client's response link, the one whose target is the request's
   `reply-to` (or, without one, the one on the same session reading from the same node),
   per the protocol guide ("AMQP management").
+- What the service does on its own, when a test asks (`ServiceBusBroker.force_detach`,
+  `force_close`): detach an entity's client links with `amqp:link:detach-forced`, or
+  close every client connection with `amqp:connection:forced`.
 
 Each reactor event is one turn under `guard`: locks that ran out expire first, then the
 event is handled, then waiting session requests and receiver credit are served.
@@ -25,7 +28,8 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from proton import Delivery, Endpoint, Handler, Link
 
@@ -42,8 +46,25 @@ MAX_MESSAGE_SIZE = 262144
 # A send to a queue or topic at its maximum size (the SDK: ServiceBusQuotaExceededError).
 RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
 INCOMING_CREDIT = 500
+# What Service Bus does on its own to a link or a connection (protocol guide, "Connections
+# and sessions", "Links"): a link idle for 10 minutes, or one on a gateway being upgraded,
+# is detached with `detach-forced`; a connection, closed with `connection:forced`.
+DETACH_FORCED = "amqp:link:detach-forced"
+CONNECTION_FORCED = "amqp:connection:forced"
 # How often time is looked at while no event comes (lock expiry, session wait deadlines).
 TICK_SECONDS = 0.05
+
+
+@dataclass
+class Forced:
+    """An act of the service's own, asked from another thread and done by the reactor:
+    detach the client links on an entity (`path`), or close every client connection."""
+
+    what: Literal["detach", "close"]
+    description: str
+    path: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    count: int = 0
 
 
 class AmqpEndpoint(Handler):
@@ -65,6 +86,7 @@ class AmqpEndpoint(Handler):
         self._container: Any = None
         self._request_nodes: dict[Link, Node] = {}
         self._granted: dict[Any, set[str]] = {}
+        self.forced: list[Forced] = []
 
     def open_connections(self, expected: int | None = None, timeout: float = 5.0) -> int:
         """How many client connections are open; with `expected`, first wait (up to
@@ -106,6 +128,51 @@ class AmqpEndpoint(Handler):
             self._acceptor.close()
         if self._container is not None:
             self._container.stop()
+
+    def on_broker_force(self, event: Any) -> None:
+        """Do what `ServiceBusBroker.force_detach` or `force_close` asked (injected)."""
+        with self.guard:
+            orders, self.forced = self.forced, []
+        for order in orders:
+            if order.what == "close":
+                order.count = self._force_close(order.description)
+            else:
+                assert order.path is not None
+                order.count = self._force_detach(order.path, order.description)
+            order.done.set()
+
+    def _force_detach(self, path: str, description: str) -> int:
+        """Detach, with `detach-forced`, every client link that sends to or receives from
+        the entity or topic at `path`. A session receiver's session returns, uncounted, as
+        when its client detaches."""
+        detached = 0
+        for connection in list(self._granted):
+            for link in list(links_of(connection)):
+                if not link.state & Endpoint.LOCAL_ACTIVE:
+                    continue
+                address = link.remote_target.address if link.is_receiver else None
+                address = address or link.remote_source.address
+                node = self.namespace.resolve(address)
+                if node is None or node.kind not in ("entity", "topic"):
+                    continue
+                if node.path.lower() != path.lower():
+                    continue
+                with self._turn():
+                    self.receivers.forget(link)
+                    self._request_nodes.pop(link, None)
+                link.condition = error(DETACH_FORCED, description)
+                link.close()
+                detached += 1
+        return detached
+
+    def _force_close(self, description: str) -> int:
+        """Close every client connection with `connection:forced`."""
+        connections = list(self._granted)
+        for connection in connections:
+            connection.condition = error(CONNECTION_FORCED, description)
+            connection.close()
+            self._drop(connection)
+        return len(connections)
 
     def on_timer_task(self, event: Any) -> None:
         with self._turn():

@@ -15,6 +15,7 @@ from azure.servicebus.exceptions import (
     MessagingEntityNotFoundError,
     ServiceBusAuthenticationError,
     ServiceBusError,
+    SessionLockLostError,
 )
 
 from .broker import ServiceBusBroker
@@ -106,3 +107,36 @@ def test_the_subprocess_prints_its_connection_string_and_stops_on_sigterm() -> N
         if process.poll() is None:
             process.kill()
             process.wait(PROCESS_TIMEOUT)
+
+
+def test_a_forced_detach_ends_a_session_receivers_link_and_frees_its_session(
+    client: ServiceBusClient, broker: ServiceBusBroker
+) -> None:
+    with client.get_queue_sender("sessions", keep_alive=None) as sender:
+        sender.send_messages(ServiceBusMessage(b"x", session_id="s1"))
+    with client.get_queue_receiver("sessions", session_id="s1", max_wait_time=WAIT) as receiver:
+        [held] = receiver.receive_messages(max_wait_time=WAIT)
+        assert broker.force_detach("sessions") == 1  # the receiver's link; the sender's is closed
+        with pytest.raises(SessionLockLostError):  # settled over management: 410
+            receiver.complete_message(held)
+    # Freed, and its message returned uncounted, as when the client detaches.
+    with client.get_queue_receiver(
+        "sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT
+    ) as again:
+        [message] = again.receive_messages(max_wait_time=WAIT)
+        assert (again.session.session_id, message.delivery_count) == ("s1", 0)
+        again.complete_message(message)
+    assert broker.counts("sessions").active == 0
+
+
+def test_a_forced_close_closes_every_client_connection(broker: ServiceBusBroker) -> None:
+    with (
+        ServiceBusClient.from_connection_string(broker.connection_string) as client,
+        client.get_queue_sender("plain", keep_alive=None) as sender,
+    ):
+        sender.send_messages(ServiceBusMessage(b"before"))
+        assert broker.open_connections(expected=1) == 1
+        assert broker.force_close() == 1
+        assert broker.open_connections(expected=0) == 0
+        sender.send_messages(ServiceBusMessage(b"after"))  # the SDK connects again
+    assert broker.counts("plain").active == 2
