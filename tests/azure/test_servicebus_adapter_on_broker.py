@@ -11,13 +11,21 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from types import SimpleNamespace
 
 import pytest
 from azure_factories import isolated_settings
 
-from tests.servicebus_broker import ManualClock, QueueConfig, ServiceBusBroker
+from tests.servicebus_broker import (
+    EntityCounts,
+    ManualClock,
+    QueueConfig,
+    ServiceBusBroker,
+    SubscriptionConfig,
+    TopicConfig,
+)
 from worker.azure.servicebus import AzureQueue
-from worker.ports import NotFound, TransientError
+from worker.ports import LockLost, NotFound, QueueMessage, TransientError
 
 pytestmark = pytest.mark.servicebus_broker
 
@@ -430,3 +438,122 @@ def test_a_session_holding_only_state_does_not_keep_the_queue_from_draining() ->
             assert await queue.is_drained()
 
     on_broker(body, ManualClock())
+
+
+@pytest.mark.parametrize("call", ["renew_lock", "complete", "receive"])
+@pytest.mark.parametrize("service", ["closes the connection", "detaches the link"])
+def test_a_session_whose_link_the_service_ends_is_lost_at_its_next_call(
+    call: str, service: str
+) -> None:
+    # Service Bus closes a connection when its gateway restarts, and detaches a link idle
+    # for 10 minutes: the session's lock is gone. A closed connection under a management
+    # call came out of the SDK as a plain ServiceBusError (no LockLost), and its next call
+    # opened a new link: a renewal "worked" while the turn went on without its delivery.
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            await queue.send(b"turn", "conv-1")
+            session = await queue.accept_session(WAIT)
+            assert session is not None
+            message = await session.receive(WAIT)
+            assert message is not None
+            if service == "closes the connection":
+                assert await asyncio.to_thread(broker.force_close) >= 1
+            else:
+                assert await asyncio.to_thread(broker.force_detach, QUEUE) >= 1
+            with pytest.raises(LockLost):
+                match call:
+                    case "renew_lock":
+                        await session.renew_lock()
+                    case "complete":
+                        await session.complete(message)
+                    case _:
+                        await session.receive(0.5)
+            with pytest.raises(LockLost):  # and for good: no new link for this session
+                await session.renew_lock()
+            await session.close()
+            # The next holder gets the delivery, as after a worker killed holding it.
+            again = await queue.accept_session(WAIT)
+            assert again is not None
+            redelivered = await again.receive(WAIT)
+            assert redelivered is not None and redelivered.body == b"turn"
+            await again.complete(redelivered)
+            await again.close()
+            assert await queue.is_drained()
+
+    on_broker(body, ManualClock())
+
+
+def test_a_turn_whose_connection_the_service_closes_stops_and_is_published_once_again() -> None:
+    # The renewal after a gateway restart reports the lock lost: the turn in flight is
+    # cancelled before its next step (docs/contract/delivery.md, "Shutdown and locks"), and
+    # the redelivery does the work once. Before, the renewal failed "transiently" and the
+    # turn ran on to its end without its lock.
+    from worker.retry_policy import RetryPolicy
+    from worker.runtime import Runtime
+
+    class Handler:
+        def __init__(self) -> None:
+            self.started = asyncio.Event()
+            self.cancelled_after: float | None = None
+            self.done: list[bytes] = []
+
+        async def handle(self, message: QueueMessage) -> object:
+            if not self.started.is_set():
+                self.started.set()
+                began = time.monotonic()
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    self.cancelled_after = time.monotonic() - began
+                    raise
+            self.done.append(message.body)
+            return SimpleNamespace(decision="published")
+
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            await queue.send(b"turn", "conv-1")
+            handler = Handler()
+            runtime = Runtime(
+                handler,  # type: ignore[arg-type]
+                queue,
+                concurrency=1,
+                retry=RetryPolicy(base_seconds=0, max_seconds=0),
+                lock_duration=3.0,  # renewed every second
+                session_idle=0.2,
+                shutdown_grace=1,
+            )
+            running = asyncio.create_task(runtime.run(drain=True))
+            await asyncio.wait_for(handler.started.wait(), WAIT)
+            await asyncio.to_thread(broker.force_close)
+            await asyncio.wait_for(running, 30)
+            assert handler.cancelled_after is not None and handler.cancelled_after < 5
+            assert handler.done == [b"turn"]
+            assert (runtime.stats.lock_lost, runtime.stats.completed) == (1, 1)
+            assert broker.counts(QUEUE) == EntityCounts(active=0, dead_letter=0, deferred=0)
+
+    on_broker(body, ManualClock())
+
+
+def test_a_publisher_whose_link_or_connection_the_service_ends_sends_on() -> None:
+    # The publisher's one sender outlives the 10-minute idle detach and gateway restarts:
+    # the SDK opens a new link or connection for the next send, which is not lost.
+    from worker.azure.servicebus import AzurePublisher
+
+    async def body(broker: ServiceBusBroker) -> None:
+        settings = isolated_settings(
+            servicebus_connection_string=broker.connection_string, topic_name="events"
+        )
+        publisher = AzurePublisher(settings)
+        try:
+            await publisher.publish("exp_1", b"{}")
+            assert await asyncio.to_thread(broker.force_detach, "events") == 1
+            await publisher.publish("exp_2", b"{}")
+            assert await asyncio.to_thread(broker.force_close) == 1
+            await publisher.publish("exp_3", b"{}")
+        finally:
+            await publisher.close()
+        assert broker.counts("events/Subscriptions/all").active == 3
+
+    topic = TopicConfig("events", subscriptions=(SubscriptionConfig("all"),))
+    with ServiceBusBroker([topic], clock=ManualClock()) as broker:
+        asyncio.run(body(broker))

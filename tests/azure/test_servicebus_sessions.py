@@ -21,6 +21,7 @@ from worker.azure.sessions import (
     HeldSessions,
     ParkedSessions,
     SessionLimits,
+    receiver_shut_down_by,
     settle_deadline,
 )
 from worker.call_retries import retried
@@ -307,12 +308,13 @@ def test_a_parked_session_keeps_its_lock_renewed() -> None:
 
 
 def test_a_parked_session_outlasts_a_failed_renewal_but_not_a_lost_lock() -> None:
-    # Renewals come every third of the lock duration: one that fails transiently leaves
-    # two more before the lock lapses, and the delay is kept (docs/contract/delivery.md).
+    # Renewals come every third of the lock duration: one that fails transiently (and
+    # leaves the receiver's link open) leaves two more before the lock lapses, and the delay
+    # is kept (docs/contract/delivery.md).
     async def main() -> None:
         lot = ParkedSessions(renew_every=0.01, poll=0.001)
         receiver = Receiver(b"a")
-        receiver.fail["renew"] = sb.ServiceBusConnectionError(message="link detached")
+        receiver.fail["renew"] = sb.OperationTimeoutError(message="management link timed out")
         await parked_for_30_seconds(receiver, lot)
         await asyncio.wait_for(receiver.renewals(3), 5.0)
         assert "abandon" not in receiver.calls and len(lot) == 1
@@ -406,7 +408,7 @@ def test_a_delivery_is_counted_in_the_session_state_before_it_is_handed_out() ->
         second = await session.receive(0)
         assert second is not None and count_of(receiver) == (2, 1)
         assert receiver.state_calls == ["get_state"] + ["set_state"] * 3
-        receiver.fail["set_state"] = sb.ServiceBusConnectionError(message="link detached")
+        receiver.fail["set_state"] = sb.ServiceBusServerBusyError(message="server busy")
         await session.dead_letter(second, "handler_error", "boom")  # the verdict stands
         assert count_of(receiver) == (2, 1)
         await session.close()
@@ -474,12 +476,22 @@ def test_a_session_state_not_ours_is_counted_from_one() -> None:
     run(main())
 
 
-def test_a_delivery_whose_count_was_not_written_is_not_handed_out() -> None:
+@pytest.mark.parametrize(
+    ("failure", "raised"),
+    [
+        (sb.ServiceBusServerBusyError(message="server busy"), TransientError),
+        # The SDK closed the receiver's link: the session's lock went with it.
+        (sb.ServiceBusConnectionError(message="connection closed"), LockLost),
+    ],
+)
+def test_a_delivery_whose_count_was_not_written_is_not_handed_out(
+    failure: Exception, raised: type[Exception]
+) -> None:
     async def main() -> None:
         receiver = Receiver(b"turn-1")
-        receiver.fail["set_state"] = sb.ServiceBusConnectionError(message="link detached")
+        receiver.fail["set_state"] = failure
         session = session_on(receiver)
-        with pytest.raises(TransientError):
+        with pytest.raises(raised):
             await session.receive(0)
         await session.close()  # the message goes to the next holder, unsettled, uncounted
         assert receiver.calls == ["receive", "close"]
@@ -516,3 +528,50 @@ def test_a_stop_as_a_place_is_given_back_stops_the_wait_for_one() -> None:
         return [await stopped_after(turns) for turns in range(4)]
 
     assert asyncio.run(main())[0] is True  # at least the give-back's own turn was a stop
+
+
+@pytest.mark.parametrize(
+    ("error", "shut"),
+    [
+        # The SDK closes the receiver's link after these (its `shutdown_handler` flag): a
+        # plain ServiceBusError is what a connection the service closed under a management
+        # call becomes.
+        (sb.ServiceBusError("Handler failed: Management Operation error occurred."), True),
+        (sb.ServiceBusConnectionError(message="connection closed"), True),
+        (sb.ServiceBusCommunicationError(message="socket closed"), True),
+        (sb.SessionCannotBeLockedError(message="taken by another receiver"), True),
+        # These leave the link, and the lock, as they were.
+        (sb.OperationTimeoutError(message="timed out"), False),
+        (sb.ServiceBusServerBusyError(message="busy"), False),
+        (sb.MessageLockLostError(message="message lock lost"), False),
+        (ValueError("not an SDK error"), False),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, Exception) else str(value),
+)
+def test_an_sdk_error_that_closed_the_receivers_link_is_found_raised_or_as_the_cause(
+    error: Exception, shut: bool
+) -> None:
+    assert (receiver_shut_down_by(error) is error) is shut
+    try:
+        raise TransientError("Service Bus: as the port says it") from error
+    except TransientError as mapped:
+        assert (receiver_shut_down_by(mapped) is error) is shut
+
+
+def test_a_call_after_which_the_sdk_closed_the_receiver_loses_the_session_for_good() -> None:
+    async def main() -> None:
+        receiver = Receiver(b"turn-1")
+        session = session_on(receiver)
+        held = await session.receive(0)
+        assert held is not None
+        receiver.fail["renew"] = sb.ServiceBusError("Handler failed: Management Operation error.")
+        with pytest.raises(LockLost, match="the SDK closed its receiver after ServiceBusError"):
+            await session.renew_lock()
+        # The failure was one call's; the SDK's next call would open a new link: not made.
+        with pytest.raises(LockLost):
+            await session.complete(held)
+        calls = list(receiver.calls)
+        await session.close()
+        assert receiver.calls == [*calls, "close"]  # nothing settled or counted back
+
+    run(main())

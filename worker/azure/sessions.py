@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 import msgspec
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusReceiver
+from azure.servicebus.exceptions import ServiceBusError
 
 from worker.azure.messages import to_queue_message
 from worker.azure.timeouts import (
@@ -375,6 +376,38 @@ class AzureSession:
             self._given_up = True
             self._held = None
             raise LockLost(f"session {self.session_id!r} given up: {exc}") from exc
+        except LockLost:
+            raise
+        except Exception as exc:
+            shut_by = receiver_shut_down_by(exc)
+            if shut_by is None:
+                raise
+            self._given_up = True
+            self._held = None
+            raise LockLost(
+                f"session {self.session_id!r} lost: the SDK closed its receiver after "
+                f"{type(shut_by).__name__}"
+            ) from exc
+
+
+def receiver_shut_down_by(exc: BaseException) -> ServiceBusError | None:
+    """The SDK error, raised by a session receiver's call or the cause of our port error
+    for it, after which the SDK closed the receiver's link; None for any other.
+
+    A closed link ends the session's lock: Service Bus frees a session whose receiving link
+    or connection is gone, and the SDK's next call opens a new link, with the session again
+    if nobody took it meanwhile. Its old deliveries cannot be settled any more. The SDK
+    marks the session lost itself only after `SessionLockLostError` or
+    `ServiceBusConnectionError` (`_handle_exception`), so a connection the service closed
+    (`amqp:connection:forced`, a gateway restarting) under a management call came out as a
+    generic `ServiceBusError`, a failed renewal retried at the next interval, and the turn
+    went on without its lock (tests/azure/test_servicebus_adapter_on_broker.py). Every error
+    the SDK's exceptions flag `shutdown_handler` closed the link; a busy server or an
+    operation timeout (not flagged) leaves it, and the lock, as they were."""
+    for error in (exc, exc.__cause__):
+        if isinstance(error, ServiceBusError):
+            return error if getattr(error, "_shutdown_handler", False) else None
+    return None
 
 
 class HeldSessions:
