@@ -71,6 +71,22 @@ class DrainGaveUp(Exception):
     queued waits for the next worker."""
 
 
+class LockLostEvent(asyncio.Event):
+    """Set by the renewer when a renewal reports the session's lock lost, with why."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.error: LockLost | None = None
+
+    def lost(self, error: LockLost) -> None:
+        self.error = error
+        self.set()
+
+    def described(self) -> str | None:
+        """Where and why the lock was lost (`where_raised`), once it was."""
+        return None if self.error is None else where_raised(self.error)
+
+
 class MessageHandler(Protocol):
     """What the runtime needs of a handler: a message in, its turn record out, or an error
     whose kind decides the message's fate (`worker/settlement.py`)."""
@@ -233,7 +249,7 @@ class Runtime:
         with bound_contextvars(session_id=session.session_id):
             # The session lock is renewed for as long as the session is held, not only while
             # a message is handled: receiving does not extend it (Service Bus semantics).
-            lock_lost = asyncio.Event()
+            lock_lost = LockLostEvent()
             renewer = asyncio.create_task(self._renew(session, lock_lost))
             # The first receive waits for the head that made the session available; after
             # a settled message the session is released at once unless its next message is
@@ -249,17 +265,17 @@ class Runtime:
                     if lock_lost.is_set():
                         return  # the session is over; its turn was cancelled and counted
                     wait = 0.0
-            except LockLost:
+            except LockLost as exc:
                 self.stats.lock_lost += 1
                 self.observer.session_lock_lost()
-                self._log.warning("session_lock_lost")
+                self._log.warning("session_lock_lost", error=where_raised(exc))
             finally:
                 renewer.cancel()
                 with contextlib.suppress(BaseException):
                     await renewer
 
     async def _process(
-        self, session: Session, message: QueueMessage, lock_lost: asyncio.Event
+        self, session: Session, message: QueueMessage, lock_lost: LockLostEvent
     ) -> None:
         with (
             bound_contextvars(**_message_ids(message)),
@@ -281,7 +297,9 @@ class Runtime:
                         # Another holder may take the turn now: this one stopped before its
                         # next effect. The abandon only counts the delivery if the lock was
                         # still ours (a renewal cap); a lock truly gone refuses it.
-                        self._log.warning("turn_cancelled_on_lock_lost")
+                        self._log.warning(
+                            "turn_cancelled_on_lock_lost", error=lock_lost.described()
+                        )
                         with contextlib.suppress(Exception):
                             await session.abandon(message)
                         self.stats.lock_lost += 1
@@ -294,12 +312,12 @@ class Runtime:
                         handling.abandoned()
                         return
                     await self._settle(session, message, work, handling)
-                except LockLost:
+                except LockLost as exc:
                     if lock_lost.is_set():
                         raise  # the session is over: _serve_session counts it
                     self.stats.lock_lost += 1
                     handling.lock_lost()
-                    self._log.warning("message_lock_lost")
+                    self._log.warning("message_lock_lost", error=where_raised(exc))
 
     async def _receive(self, session: Session, wait: float) -> QueueMessage | None:
         """The session's next message, or None; while draining, a receive that fails is
@@ -394,7 +412,7 @@ class Runtime:
                 handling.dead_lettered(reason)
                 self._log.warning("message_dead_lettered", reason=reason)
 
-    async def _renew(self, session: Session, lock_lost: asyncio.Event) -> None:
+    async def _renew(self, session: Session, lock_lost: LockLostEvent) -> None:
         """Renew the session lock well before it lapses, for as long as the session is held;
         a lock reported lost sets `lock_lost`, which stops the turn in flight."""
         interval = max(0.05, self.lock_duration / 3)
@@ -402,8 +420,8 @@ class Runtime:
             await asyncio.sleep(interval)
             try:
                 await session.renew_lock()
-            except LockLost:
-                lock_lost.set()
+            except LockLost as exc:
+                lock_lost.lost(exc)
                 return
             except Exception as exc:  # tried again at the next interval, while the lock lasts
                 self._log.warning("lock_renewal_failed", error=where_raised(exc))

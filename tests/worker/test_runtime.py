@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -299,10 +300,14 @@ def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
         lock_duration=0.03,
         shutdown_grace=30,
     )
-    stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+    with structlog.testing.capture_logs() as logs:
+        stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
     assert not handler.finished
     assert session.events == ["cancelled", "abandon"] and session.closed
     assert (stats.lock_lost, stats.completed) == (1, 0)
+    # The log says why: where the renewal's LockLost was raised, never its text.
+    [cancelled] = [e for e in logs if e["event"] == "turn_cancelled_on_lock_lost"]
+    assert re.fullmatch(r"LockLost at test_runtime\.py:\d+", cancelled["error"])
 
 
 class KeptSession:
@@ -447,7 +452,8 @@ def test_a_session_lock_lost_while_receiving_is_counted_logged_and_reported() ->
         session, events, runtime = one_turn(handler, session_type=LostOnReceive)
     assert not handler.started.is_set() and events == ["session_lock_lost"]
     assert runtime.stats.lock_lost == 1 and session.closed
-    assert "session_lock_lost" in [e["event"] for e in logs]
+    [lost] = [e for e in logs if e["event"] == "session_lock_lost"]
+    assert re.fullmatch(r"LockLost at test_runtime\.py:\d+", lost["error"])
 
 
 def test_a_turn_longer_than_the_shutdown_grace_completes_when_nothing_stops_the_worker() -> None:
