@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from types import SimpleNamespace
 
 import pytest
+import structlog
 from azure_factories import isolated_settings
 
 from tests.servicebus_broker import (
@@ -557,3 +558,43 @@ def test_a_publisher_whose_link_or_connection_the_service_ends_sends_on() -> Non
     topic = TopicConfig("events", subscriptions=(SubscriptionConfig("all"),))
     with ServiceBusBroker([topic], clock=ManualClock()) as broker:
         asyncio.run(body(broker))
+
+
+def test_a_parked_session_whose_connection_the_service_closes_is_let_go_at_its_renewal() -> None:
+    # A delivery waiting out a retry's delay keeps its session locked by renewals. Once the
+    # service closed the connection, the renewal's plain ServiceBusError ended the parking
+    # task with an exception nobody retrieved; it is now the lost lock it is, logged, and
+    # the session goes to the next holder.
+    async def body(broker: ServiceBusBroker) -> None:
+        settings = isolated_settings(
+            servicebus_connection_string=broker.connection_string,
+            queue_name=QUEUE,
+            lock_duration_seconds=3.0,  # a parked session renewed every second
+        )
+        queue = AzureQueue(settings)
+        try:
+            await queue.send(b"turn", "conv-1")
+            session = await queue.accept_session(WAIT)
+            assert session is not None
+            message = await session.receive(WAIT)
+            assert message is not None
+            await session.abandon(message, delay=60)
+            await session.close()
+            assert len(queue._parked) == 1
+            with structlog.testing.capture_logs() as logs:
+                await asyncio.to_thread(broker.force_close)
+                async with asyncio.timeout(5):
+                    while len(queue._parked):
+                        await asyncio.sleep(0.05)
+            [failed] = [e for e in logs if e["event"] == "parked_session_renewal_failed"]
+            assert failed["error"] == "LockLost"
+            again = await queue.accept_session(WAIT)
+            assert again is not None
+            redelivered = await again.receive(WAIT)
+            assert redelivered is not None and redelivered.body == b"turn"
+            await again.complete(redelivered)
+            await again.close()
+        finally:
+            await queue.close()
+
+    on_broker(body, ManualClock())
