@@ -19,9 +19,9 @@
    does (under a kill every 0.25-1 s, a slow first turn can be), and under `--fault-rate`
    a turn can spend `--max-attempts` on injected faults and be dead-lettered
    `transient_failure` ("TransientError at faults.py:N"). Those two kinds are replayed as
-   an operator would once the outage is over (`dlq replay` by sequence number), drained
-   once more without injected faults, and counted in the figure line (`replayed=`); any
-   other dead letter stays for the checks.
+   an operator would once the outage is over (`dlq replay` by sequence number, oldest
+   first), drained once more without injected faults, and counted in the figure line
+   (`replayed=`); any other dead letter stays for the checks.
 4. Checks, from the stores and through the CLI: every turn has exactly one turn record with
    the expected decision; every published turn exactly one export file whose rows match
    (count, first and last row), `event_sent` true and exactly one `export.published`; no
@@ -279,19 +279,14 @@ def replay_phase(home: Home, stats: ChaosStats, deadline: float, verbose: bool) 
     dead-lettered for its delivery count, and what ran out of attempts on a fault this
     harness injected. Any other dead letter stays, for the checks to judge."""
     dead = json.loads(home.cli("dlq", "list", "--json"))
-    replayed = Replayed(
-        delivery_count=sum(d["reason"] == DELIVERY_COUNT_REASON for d in dead),
-        injected_faults=sum(is_injected_fault(d) for d in dead),
-    )
-    chosen = [
-        str(d["sequence_number"])
-        for d in dead
-        if d["reason"] == DELIVERY_COUNT_REASON or is_injected_fault(d)
-    ]
+    exhausted = [d for d in dead if d["reason"] == DELIVERY_COUNT_REASON]
+    injected = [d for d in dead if is_injected_fault(d)]
+    # Oldest first, as `dlq replay --all` goes: a conversation's turns keep their order.
+    chosen = sorted(d["sequence_number"] for d in (*exhausted, *injected))
     if chosen:
-        home.cli("dlq", "replay", *chosen)
+        home.cli("dlq", "replay", *map(str, chosen))
         drain_phase(home, stats, deadline, verbose, faults=False)
-    return replayed
+    return Replayed(delivery_count=len(exhausted), injected_faults=len(injected))
 
 
 @dataclass(frozen=True)
