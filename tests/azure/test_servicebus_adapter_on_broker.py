@@ -52,6 +52,16 @@ async def azure_queue(broker: ServiceBusBroker, **options: object) -> AsyncItera
         await queue.close()
 
 
+async def next_holder_completes(queue: AzureQueue, body: bytes) -> None:
+    """The next session accepted hands out a message with `body`, completed and closed."""
+    session = await queue.accept_session(WAIT)
+    assert session is not None
+    message = await session.receive(WAIT)
+    assert message is not None and message.body == body
+    await session.complete(message)
+    await session.close()
+
+
 def on_broker(body: Callable[[ServiceBusBroker], Awaitable[None]], clock: ManualClock) -> None:
     """Run `body` against a fresh broker holding one session queue."""
     config = QueueConfig(QUEUE, requires_session=True, lock_duration=LOCK_SECONDS)
@@ -405,12 +415,7 @@ def test_a_message_whose_holders_are_killed_is_dead_lettered_not_redelivered_for
             await queue.send(b"poison", "conv-1")
             await queue.send(b"next", "conv-1")
             assert [await killed_holder(broker) for _ in range(3)] == [1, 2, 3]
-            session = await queue.accept_session(WAIT)
-            assert session is not None
-            following = await session.receive(WAIT)
-            assert following is not None and following.body == b"next"
-            await session.complete(following)
-            await session.close()
+            await next_holder_completes(queue, b"next")
             [dead] = await queue.dead_letters()
             assert dead.reason == "MaxDeliveryCountExceeded"
             assert dead.description.startswith("delivered 3 times")
@@ -473,12 +478,7 @@ def test_a_session_whose_link_the_service_ends_is_lost_at_its_next_call(
                 await session.renew_lock()
             await session.close()
             # The next holder gets the delivery, as after a worker killed holding it.
-            again = await queue.accept_session(WAIT)
-            assert again is not None
-            redelivered = await again.receive(WAIT)
-            assert redelivered is not None and redelivered.body == b"turn"
-            await again.complete(redelivered)
-            await again.close()
+            await next_holder_completes(queue, b"turn")
             assert await queue.is_drained()
 
     on_broker(body, ManualClock())
@@ -588,12 +588,7 @@ def test_a_parked_session_whose_connection_the_service_closes_is_let_go_at_its_r
                         await asyncio.sleep(0.05)
             [failed] = [e for e in logs if e["event"] == "parked_session_renewal_failed"]
             assert failed["error"] == "LockLost"
-            again = await queue.accept_session(WAIT)
-            assert again is not None
-            redelivered = await again.receive(WAIT)
-            assert redelivered is not None and redelivered.body == b"turn"
-            await again.complete(redelivered)
-            await again.close()
+            await next_holder_completes(queue, b"turn")
         finally:
             await queue.close()
 
