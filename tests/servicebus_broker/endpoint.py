@@ -145,25 +145,26 @@ class AmqpEndpoint(Handler):
         """Detach, with `detach-forced`, every client link that sends to or receives from
         the entity or topic at `path`. A session receiver's session returns, uncounted, as
         when its client detaches."""
-        detached = 0
-        for connection in list(self._granted):
-            for link in list(links_of(connection)):
-                if not link.state & Endpoint.LOCAL_ACTIVE:
-                    continue
-                address = link.remote_target.address if link.is_receiver else None
-                address = address or link.remote_source.address
-                node = self.namespace.resolve(address)
-                if node is None or node.kind not in ("entity", "topic"):
-                    continue
-                if node.path.lower() != path.lower():
-                    continue
-                with self._turn():
-                    self.receivers.forget(link)
-                    self._request_nodes.pop(link, None)
+        links = [
+            link
+            for connection in list(self._granted)
+            for link in links_of(connection)
+            if link.state & Endpoint.LOCAL_ACTIVE and self._entity_path(link) == path.lower()
+        ]
+        with self._turn():
+            for link in links:
+                self.receivers.forget(link)
+                self._request_nodes.pop(link, None)
                 link.condition = error(DETACH_FORCED, description)
                 link.close()
-                detached += 1
-        return detached
+        return len(links)
+
+    def _entity_path(self, link: Link) -> str | None:
+        """The path, lower-cased, of the queue, subscription or topic a client link sends to
+        or receives from; None for `$cbs`, a management node or an unknown address."""
+        terminus = link.remote_target if link.is_receiver else link.remote_source
+        node = self.namespace.resolve(terminus.address)
+        return node.path.lower() if node is not None and node.kind in ("entity", "topic") else None
 
     def _force_close(self, description: str) -> int:
         """Close every client connection with `connection:forced`."""
