@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
 
@@ -40,12 +40,17 @@ CANCEL_STEP_SECONDS = 0.01
 
 
 @asynccontextmanager
-async def azure_queue(broker: ServiceBusBroker, **options: object) -> AsyncIterator[AzureQueue]:
-    """The adapter on the broker's queue, closed after."""
-    settings = isolated_settings(
-        servicebus_connection_string=broker.connection_string, queue_name=QUEUE
+async def azure_queue(
+    broker: ServiceBusBroker, settings: Mapping[str, object] | None = None, **options: object
+) -> AsyncIterator[AzureQueue]:
+    """The adapter on the broker's queue, with these `settings` beside the broker's and the
+    queue's, and these constructor `options`; closed after."""
+    configured = isolated_settings(
+        servicebus_connection_string=broker.connection_string,
+        queue_name=QUEUE,
+        **(settings or {}),
     )
-    queue = AzureQueue(settings, **options)  # type: ignore[arg-type]
+    queue = AzureQueue(configured, **options)  # type: ignore[arg-type]
     try:
         yield queue
     finally:
@@ -88,18 +93,10 @@ def test_an_accept_waits_for_the_services_answer_not_for_the_sdks_deadline() -> 
     # link (its timeout) is an error: a wait as long as that deadline is shortened so the
     # answer comes first.
     async def body(broker: ServiceBusBroker) -> None:
-        settings = isolated_settings(
-            servicebus_connection_string=broker.connection_string,
-            queue_name=QUEUE,
-            sdk_timeout_seconds=2.0,
-        )
-        queue = AzureQueue(settings)
-        try:
+        async with azure_queue(broker, {"sdk_timeout_seconds": 2.0}) as queue:
             started = time.monotonic()
             assert await queue.accept_session(5.0) is None
             assert time.monotonic() - started < 5.0
-        finally:
-            await queue.close()
 
     on_broker(body, ManualClock())
 
@@ -294,11 +291,7 @@ def test_a_dependency_failing_every_turn_does_not_lock_every_conversation() -> N
             raise TransientError("the store is down")
 
     async def body(broker: ServiceBusBroker) -> None:
-        settings = isolated_settings(
-            servicebus_connection_string=broker.connection_string, queue_name=QUEUE, concurrency=1
-        )
-        queue = AzureQueue(settings, use_admin_counts=False)
-        try:
+        async with azure_queue(broker, {"concurrency": 1}, use_admin_counts=False) as queue:
             for n in range(12):
                 await queue.send(b"{}", f"conv-{n}")
             baseline = broker.open_connections()
@@ -318,8 +311,6 @@ def test_a_dependency_failing_every_turn_does_not_lock_every_conversation() -> N
             await asyncio.wait_for(running, 10.0)
             assert parked <= 2 and connections <= baseline + 2
             assert runtime.stats.retried <= 2  # no delay cut short to make room
-        finally:
-            await queue.close()
 
     on_broker(body, ManualClock())
 
@@ -566,13 +557,8 @@ def test_a_parked_session_whose_connection_the_service_closes_is_let_go_at_its_r
     # task with an exception nobody retrieved; it is now the lost lock it is, logged, and
     # the session goes to the next holder.
     async def body(broker: ServiceBusBroker) -> None:
-        settings = isolated_settings(
-            servicebus_connection_string=broker.connection_string,
-            queue_name=QUEUE,
-            lock_duration_seconds=3.0,  # a parked session renewed every second
-        )
-        queue = AzureQueue(settings)
-        try:
+        # A parked session is renewed every second.
+        async with azure_queue(broker, {"lock_duration_seconds": 3.0}) as queue:
             await queue.send(b"turn", "conv-1")
             session = await queue.accept_session(WAIT)
             assert session is not None
@@ -589,7 +575,5 @@ def test_a_parked_session_whose_connection_the_service_closes_is_let_go_at_its_r
             [failed] = [e for e in logs if e["event"] == "parked_session_renewal_failed"]
             assert failed["error"] == "LockLost"
             await next_holder_completes(queue, b"turn")
-        finally:
-            await queue.close()
 
     on_broker(body, ManualClock())
