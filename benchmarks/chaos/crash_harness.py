@@ -77,8 +77,11 @@ from harness_stores import AzureStores, LocalStores, Stores, azure_stores, run_c
 
 from handlers.errors import DeadLetterReason  # noqa: E402
 from worker.ports import MAX_DELIVERY_REASON as DELIVERY_COUNT_REASON  # noqa: E402
+from worker.testing import faults  # noqa: E402
 
 TRANSIENT_REASON: DeadLetterReason = "transient_failure"
+# How a dead letter names a fault `--fault-rate` injected (settlement's `where_raised`).
+INJECTED_FAULT = re.compile(rf"TransientError at {re.escape(Path(faults.__file__).name)}:\d+")
 
 
 def crash_points_for(kills: int, turns: int) -> str:
@@ -308,8 +311,7 @@ def is_injected_fault(dead: dict[str, Any]) -> bool:
     this harness's doing and stays dead-lettered."""
     description = str(dead.get("description") or "")
     return (
-        dead.get("reason") == TRANSIENT_REASON
-        and re.fullmatch(r"TransientError at faults\.py:\d+", description) is not None
+        dead.get("reason") == TRANSIENT_REASON and INJECTED_FAULT.fullmatch(description) is not None
     )
 
 
