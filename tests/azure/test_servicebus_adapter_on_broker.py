@@ -365,6 +365,69 @@ def test_a_dead_letter_scan_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     on_broker(body, ManualClock())
 
 
+async def service_ends(broker: ServiceBusBroker, service: str) -> None:
+    """Service Bus closes every connection (a gateway restart) or detaches the links on the
+    dead-letter sub-queue (idle for 10 minutes)."""
+    if service == "closes the connection":
+        assert await asyncio.to_thread(broker.force_close) >= 1
+    else:
+        assert await asyncio.to_thread(broker.force_detach, f"{QUEUE}/$DeadLetterQueue") >= 1
+
+
+@pytest.mark.parametrize("service", ["closes the connection", "detaches the link"])
+def test_a_replay_whose_link_the_service_ends_after_the_resend_is_queued_once(
+    service: str,
+) -> None:
+    # The dead letter is re-sent, then its link ends before its completion: a dead letter
+    # left in place would be queued a second time by the operator's next replay. The lock
+    # outlives its link, and the completion goes over the management link instead.
+    async def body(broker: ServiceBusBroker) -> None:
+        async with azure_queue(broker) as queue:
+            [only] = await dead_letter_in_order(queue, [b"a"])
+            send = queue.send
+
+            async def send_then_service_ends(*args: object, **kwargs: object) -> None:
+                await send(*args, **kwargs)  # type: ignore[arg-type]
+                await service_ends(broker, service)
+
+            queue.send = send_then_service_ends  # type: ignore[method-assign]
+            await queue.replay(only)
+            assert await queue.dead_letters() == []
+            assert broker.counts(QUEUE).active == 1
+            await next_holder_completes(queue, b"a")
+            assert await queue.is_drained()
+
+    on_broker(body, ManualClock())
+
+
+def test_a_purge_whose_connection_the_service_closes_takes_only_its_dead_letter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The connection closes with the wanted dead letter received and one passed on the way
+    # held locked: the wanted one is completed all the same, the passed one comes back.
+    import worker.azure.dead_letters as dead_letters
+
+    async def body(broker: ServiceBusBroker) -> None:
+        complete = dead_letters.DeadLetterQueue._complete
+
+        async def service_ends_then_complete(self: object, receiver: object, raw: object) -> None:
+            await service_ends(broker, "closes the connection")
+            await complete(self, receiver, raw)  # type: ignore[arg-type]
+
+        async with azure_queue(broker) as queue:
+            ahead, wanted = await dead_letter_in_order(queue, [b"a", b"b"])
+            monkeypatch.setattr(
+                dead_letters.DeadLetterQueue, "_complete", service_ends_then_complete
+            )
+            await queue.purge(wanted)
+            monkeypatch.undo()
+            assert [d.sequence_number for d in await queue.dead_letters()] == [ahead]
+            await queue.purge(ahead)  # its lock was let go, not left to lapse
+            assert broker.counts(QUEUE).dead_letter == 0
+
+    on_broker(body, ManualClock())
+
+
 KILLED_HOLDER = """
 import asyncio, os, signal, sys
 from worker.azure.servicebus import AzureQueue
