@@ -472,6 +472,14 @@ def store_cases() -> list[Case]:
     c.conversation(user_id=None)
     c.send(c.turn(result=rows()))
 
+    # No bound but the body's: the record keeps it whole (on Blob Storage, past the 8 KB of
+    # metadata, the export's metadata holds its digest: docs/contract/files.md).
+    long_user = "用户" * 4500
+    c = case("user_id_of_9000_characters", "decision:published")
+    c.conversation(user_id=long_user)
+    c.send({**c.turn(result=rows()), "user_id": long_user})
+    c.check = lambda o, c: _kept_whole(o, c, "user_id", long_user)
+
     c = case("reply_is_a_tool_message", "decision:published")
     c.conversation()
     c.send({**c.turn(result=rows()), "reply_message_id": f"msg_{c.turn_id}_3"})
@@ -519,6 +527,12 @@ def _one_record(outcome: Outcome, case: Case, decision: str) -> None:
     assert [r["decision"] for r in records] == [decision]
     sent = [e for e in outcome.events if e["conversation_id"] == case.cid]
     assert len(sent) == 1
+
+
+def _kept_whole(outcome: Outcome, case: Case, field: str, value: str) -> None:
+    assert _record(outcome, case)[field] == value
+    [sent] = [e for e in outcome.events if e["conversation_id"] == case.cid]
+    assert sent[field] == value
 
 
 def _described(outcome: Outcome, case: Case, says: str) -> None:
