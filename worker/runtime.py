@@ -87,6 +87,17 @@ class LockLostEvent(asyncio.Event):
         return None if self.error is None else where_raised(self.error)
 
 
+def _lapsed(lock_duration: float, failure: Exception) -> LockLost:
+    """The lock of a session no renewal extended for `lock_duration`, raised here from the
+    last renewal's `failure`: the log says where, and from what."""
+    try:
+        raise LockLost(
+            f"no renewal succeeded for {lock_duration:g} s: the lock lapsed"
+        ) from failure
+    except LockLost as lapsed:
+        return lapsed
+
+
 class MessageHandler(Protocol):
     """What the runtime needs of a handler: a message in, its turn record out, or an error
     whose kind decides the message's fate (`worker/settlement.py`)."""
@@ -414,10 +425,14 @@ class Runtime:
 
     async def _renew(self, session: Session, lock_lost: LockLostEvent) -> None:
         """Renew the session lock well before it lapses, for as long as the session is held;
-        a lock reported lost sets `lock_lost`, which stops the turn in flight."""
+        a lock reported lost sets `lock_lost`, which stops the turn in flight. So does a
+        lock no renewal extended for a whole lock duration (each failed, as on a network
+        that stopped answering): it has lapsed at the queue whatever the failures said."""
         interval = max(0.05, self.lock_duration / 3)
+        extended_at = self._now()  # the accept's lock, then each renewal's (sent at)
         while True:
             await asyncio.sleep(interval)
+            sent_at = self._now()
             try:
                 await session.renew_lock()
             except LockLost as exc:
@@ -425,6 +440,11 @@ class Runtime:
                 return
             except Exception as exc:  # tried again at the next interval, while the lock lasts
                 self._log.warning("lock_renewal_failed", error=where_raised(exc))
+                if self._now() - extended_at >= self.lock_duration:
+                    lock_lost.lost(_lapsed(self.lock_duration, exc))
+                    return
+            else:
+                extended_at = sent_at
 
     async def _drained(self) -> bool:
         """Whether the queue is drained; a check that failed says no (asked again later)."""

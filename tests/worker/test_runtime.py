@@ -310,6 +310,42 @@ def test_a_lock_lost_at_renewal_stops_the_turn_before_it_publishes() -> None:
     assert re.fullmatch(r"LockLost at test_runtime\.py:\d+", cancelled["error"])
 
 
+def test_a_lock_no_renewal_extends_for_its_duration_stops_the_turn_as_lapsed() -> None:
+    # Every renewal fails without saying the lock is lost (a network that stopped
+    # answering times each one out): once a lock duration has passed since the lock was
+    # last extended, it has lapsed at the queue and another holder may take the turn.
+    events: list[str] = []
+    handler = TakesItsTime(3600, events)
+    session, runtime = on_one_session(
+        handler,
+        events,
+        session_type=RenewalFailingSession,
+        observer=NO_OBSERVER,
+        lock_duration=0.3,
+        shutdown_grace=30,
+    )
+    with structlog.testing.capture_logs() as logs:
+        began = time.monotonic()
+        stats = asyncio.run(asyncio.wait_for(runtime.run(drain=True), timeout=10))
+        took = time.monotonic() - began
+    assert not handler.finished and took >= 0.3
+    assert session.events == ["cancelled", "abandon"] and session.closed
+    assert (stats.lock_lost, stats.completed) == (1, 0)
+    failed = [e for e in logs if e["event"] == "lock_renewal_failed"]
+    assert len(failed) >= 2 and len(failed) == session.renewals
+    [cancelled] = [e for e in logs if e["event"] == "turn_cancelled_on_lock_lost"]
+    assert re.fullmatch(r"LockLost at runtime\.py:\d+ from TransientError", cancelled["error"])
+
+
+def test_a_renewal_failing_now_and_then_does_not_stop_the_turn() -> None:
+    # Each failure is followed by a renewal that works within the lock's duration.
+    session, events, runtime = one_turn(
+        TakesItsTime(0.8), session_type=EveryOtherRenewalFailing, lock_duration=0.3
+    )
+    assert session.renewals >= 4 and "complete" in events
+    assert (runtime.stats.lock_lost, runtime.stats.completed) == (0, 1)
+
+
 class KeptSession:
     """A session holding one message whose lock is always renewed; what the runtime does
     to it goes into `events`, in order."""
@@ -352,6 +388,23 @@ class LockLosingSession(KeptSession):
 
     async def renew_lock(self) -> None:
         raise LockLost("the session lock expired at the service")
+
+
+class RenewalFailingSession(KeptSession):
+    """A session whose every renewal fails transiently, holding one message."""
+
+    async def renew_lock(self) -> None:
+        self.renewals += 1
+        raise TransientError("Service Bus: no answer within 30 s")
+
+
+class EveryOtherRenewalFailing(KeptSession):
+    """A session whose odd renewals fail transiently, holding one message."""
+
+    async def renew_lock(self) -> None:
+        self.renewals += 1
+        if self.renewals % 2:
+            raise TransientError("Service Bus: the service is busy")
 
 
 class TakesItsTime:
