@@ -12,11 +12,13 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import structlog
 from azure_factories import isolated_settings
 
+from tests.held_network import HeldNetwork
 from tests.servicebus_broker import (
     EntityCounts,
     ManualClock,
@@ -43,12 +45,14 @@ CANCEL_STEP_SECONDS = 0.01
 async def azure_queue(
     broker: ServiceBusBroker, settings: Mapping[str, object] | None = None, **options: object
 ) -> AsyncIterator[AzureQueue]:
-    """The adapter on the broker's queue, with these `settings` beside the broker's and the
-    queue's, and these constructor `options`; closed after."""
+    """The adapter on the broker's queue, with these `settings` over the broker's connection
+    string and the queue's name, and these constructor `options`; closed after."""
     configured = isolated_settings(
-        servicebus_connection_string=broker.connection_string,
-        queue_name=QUEUE,
-        **(settings or {}),
+        **{
+            "servicebus_connection_string": broker.connection_string,
+            "queue_name": QUEUE,
+            **(settings or {}),
+        }
     )
     queue = AzureQueue(configured, **options)  # type: ignore[arg-type]
     try:
@@ -538,45 +542,54 @@ def test_a_session_whose_link_the_service_ends_is_lost_at_its_next_call(
     on_broker(body, ManualClock())
 
 
+class FirstDeliveryWaits:
+    """A handler whose first delivery waits a minute (how long it ran until cancelled is
+    noted); later ones are published at once (their bodies noted)."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled_after: float | None = None
+        self.done: list[bytes] = []
+
+    async def handle(self, message: QueueMessage) -> object:
+        if not self.started.is_set():
+            self.started.set()
+            began = time.monotonic()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                self.cancelled_after = time.monotonic() - began
+                raise
+        self.done.append(message.body)
+        return SimpleNamespace(decision="published")
+
+
+def renewing_runtime(handler: FirstDeliveryWaits, queue: AzureQueue, lock_duration: float) -> Any:
+    """One session worker on `queue`, renewing every third of `lock_duration`."""
+    from worker.retry_policy import RetryPolicy
+    from worker.runtime import Runtime
+
+    return Runtime(
+        handler,  # type: ignore[arg-type]
+        queue,
+        concurrency=1,
+        retry=RetryPolicy(base_seconds=0, max_seconds=0),
+        lock_duration=lock_duration,
+        session_idle=0.2,
+        shutdown_grace=1,
+    )
+
+
 def test_a_turn_whose_connection_the_service_closes_stops_and_is_published_once_again() -> None:
     # The renewal after a gateway restart reports the lock lost: the turn in flight is
     # cancelled before its next step (docs/contract/delivery.md, "Shutdown and locks"), and
     # the redelivery does the work once. Before, the renewal failed "transiently" and the
     # turn ran on to its end without its lock.
-    from worker.retry_policy import RetryPolicy
-    from worker.runtime import Runtime
-
-    class Handler:
-        def __init__(self) -> None:
-            self.started = asyncio.Event()
-            self.cancelled_after: float | None = None
-            self.done: list[bytes] = []
-
-        async def handle(self, message: QueueMessage) -> object:
-            if not self.started.is_set():
-                self.started.set()
-                began = time.monotonic()
-                try:
-                    await asyncio.sleep(60)
-                except asyncio.CancelledError:
-                    self.cancelled_after = time.monotonic() - began
-                    raise
-            self.done.append(message.body)
-            return SimpleNamespace(decision="published")
-
     async def body(broker: ServiceBusBroker) -> None:
         async with azure_queue(broker) as queue:
             await queue.send(b"turn", "conv-1")
-            handler = Handler()
-            runtime = Runtime(
-                handler,  # type: ignore[arg-type]
-                queue,
-                concurrency=1,
-                retry=RetryPolicy(base_seconds=0, max_seconds=0),
-                lock_duration=3.0,  # renewed every second
-                session_idle=0.2,
-                shutdown_grace=1,
-            )
+            handler = FirstDeliveryWaits()
+            runtime = renewing_runtime(handler, queue, lock_duration=3.0)  # renewed every 1 s
             running = asyncio.create_task(runtime.run(drain=True))
             await asyncio.wait_for(handler.started.wait(), WAIT)
             await asyncio.to_thread(broker.force_close)
@@ -587,6 +600,43 @@ def test_a_turn_whose_connection_the_service_closes_stops_and_is_published_once_
             assert broker.counts(QUEUE) == EntityCounts(active=0, dead_letter=0, deferred=0)
 
     on_broker(body, ManualClock())
+
+
+def test_a_turn_whose_network_stops_answering_stops_as_its_lock_lapses_and_is_published_once() -> (
+    None
+):
+    # No frame gets through and nothing is closed (a partition): every renewal times out,
+    # which says nothing of the lock. Once a lock duration has passed without one, the lock
+    # has lapsed at the service and the turn stops; after the network heals, the
+    # redelivery publishes it. On the service's clock: its lock expiry is real time.
+    lock = 3.0
+
+    async def body(broker: ServiceBusBroker, network: HeldNetwork) -> None:
+        through = broker.connection_string.replace(f":{broker.port};", f":{network.port};")
+        settings = {"servicebus_connection_string": through, "sdk_timeout_seconds": 1.0}
+        async with azure_queue(broker, settings) as queue:
+            await queue.send(b"turn", "conv-1")
+            handler = FirstDeliveryWaits()
+            runtime = renewing_runtime(handler, queue, lock_duration=lock)
+            with structlog.testing.capture_logs() as logs:
+                running = asyncio.create_task(runtime.run(drain=True))
+                await asyncio.wait_for(handler.started.wait(), WAIT)
+                network.hold()
+                async with asyncio.timeout(WAIT):
+                    while handler.cancelled_after is None:
+                        await asyncio.sleep(0.05)
+                network.release()
+                await asyncio.wait_for(running, 30)
+            assert lock / 3 <= handler.cancelled_after < 2 * lock
+            assert handler.done == [b"turn"]
+            assert (runtime.stats.lock_lost, runtime.stats.completed) == (1, 1)
+            [cancelled] = [e for e in logs if e["event"] == "turn_cancelled_on_lock_lost"]
+            assert cancelled["error"].startswith("LockLost")
+        assert broker.counts(QUEUE) == EntityCounts(active=0, dead_letter=0, deferred=0)
+
+    config = QueueConfig(QUEUE, requires_session=True, lock_duration=lock)
+    with ServiceBusBroker([config]) as broker, HeldNetwork(("127.0.0.1", broker.port)) as network:
+        asyncio.run(body(broker, network))
 
 
 def test_a_publisher_whose_link_or_connection_the_service_ends_sends_on() -> None:
