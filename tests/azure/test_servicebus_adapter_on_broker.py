@@ -12,7 +12,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 import structlog
@@ -29,6 +28,8 @@ from tests.servicebus_broker import (
 )
 from worker.azure.servicebus import AzureQueue
 from worker.ports import LockLost, NotFound, QueueMessage, TransientError
+from worker.retry_policy import RetryPolicy
+from worker.runtime import Runtime
 
 pytestmark = pytest.mark.servicebus_broker
 
@@ -287,9 +288,6 @@ def test_a_dependency_failing_every_turn_does_not_lock_every_conversation() -> N
     # parked for the delay, with its own AMQP connection. Unbounded, one worker locked a
     # new conversation about twice a second; bounded, it holds at most two (one in hand,
     # one parked) and every delay is still waited out in full.
-    from worker.retry_policy import RetryPolicy
-    from worker.runtime import Runtime
-
     class Failing:
         async def handle(self, message: object) -> object:
             raise TransientError("the store is down")
@@ -369,13 +367,16 @@ def test_a_dead_letter_scan_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     on_broker(body, ManualClock())
 
 
-async def service_ends(broker: ServiceBusBroker, service: str) -> None:
-    """Service Bus closes every connection (a gateway restart) or detaches the links on the
-    dead-letter sub-queue (idle for 10 minutes)."""
+DEAD_LETTERS = f"{QUEUE}/$DeadLetterQueue"
+
+
+async def service_ends(broker: ServiceBusBroker, service: str, path: str = QUEUE) -> None:
+    """Service Bus closes every connection (a gateway restart) or detaches the links on
+    `path` (idle for 10 minutes); at least one was open."""
     if service == "closes the connection":
         assert await asyncio.to_thread(broker.force_close) >= 1
     else:
-        assert await asyncio.to_thread(broker.force_detach, f"{QUEUE}/$DeadLetterQueue") >= 1
+        assert await asyncio.to_thread(broker.force_detach, path) >= 1
 
 
 @pytest.mark.parametrize("service", ["closes the connection", "detaches the link"])
@@ -392,7 +393,7 @@ def test_a_replay_whose_link_the_service_ends_after_the_resend_is_queued_once(
 
             async def send_then_service_ends(*args: object, **kwargs: object) -> None:
                 await send(*args, **kwargs)  # type: ignore[arg-type]
-                await service_ends(broker, service)
+                await service_ends(broker, service, DEAD_LETTERS)
 
             queue.send = send_then_service_ends  # type: ignore[method-assign]
             await queue.replay(only)
@@ -520,10 +521,7 @@ def test_a_session_whose_link_the_service_ends_is_lost_at_its_next_call(
             assert session is not None
             message = await session.receive(WAIT)
             assert message is not None
-            if service == "closes the connection":
-                assert await asyncio.to_thread(broker.force_close) >= 1
-            else:
-                assert await asyncio.to_thread(broker.force_detach, QUEUE) >= 1
+            await service_ends(broker, service)
             with pytest.raises(LockLost):
                 match call:
                     case "renew_lock":
@@ -564,11 +562,10 @@ class FirstDeliveryWaits:
         return SimpleNamespace(decision="published")
 
 
-def renewing_runtime(handler: FirstDeliveryWaits, queue: AzureQueue, lock_duration: float) -> Any:
+def renewing_runtime(
+    handler: FirstDeliveryWaits, queue: AzureQueue, lock_duration: float
+) -> Runtime:
     """One session worker on `queue`, renewing every third of `lock_duration`."""
-    from worker.retry_policy import RetryPolicy
-    from worker.runtime import Runtime
-
     return Runtime(
         handler,  # type: ignore[arg-type]
         queue,
