@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 POLL_SECONDS = 0.02
 
@@ -58,8 +58,8 @@ class HeldNetwork:
         self.close()
 
     # ---- internals -------------------------------------------------------------------
-    def _spawn(self, target: object, *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+    def _spawn(self, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
         with self._guard:
             self._threads.append(thread)
         thread.start()
