@@ -72,6 +72,22 @@ async def next_holder_completes(queue: AzureQueue, body: bytes) -> None:
     await session.close()
 
 
+def one_worker(
+    handler: object, queue: AzureQueue, *, lock_duration: float, backoff: float = 0.0
+) -> Runtime:
+    """One session worker on `queue` with `handler`, renewing every third of
+    `lock_duration`, a transient failure retried after `backoff` seconds."""
+    return Runtime(
+        handler,  # type: ignore[arg-type]
+        queue,
+        concurrency=1,
+        retry=RetryPolicy(base_seconds=backoff, max_seconds=backoff),
+        lock_duration=lock_duration,
+        session_idle=0.2,
+        shutdown_grace=1,
+    )
+
+
 def on_broker(body: Callable[[ServiceBusBroker], Awaitable[None]], clock: ManualClock) -> None:
     """Run `body` against a fresh broker holding one session queue."""
     config = QueueConfig(QUEUE, requires_session=True, lock_duration=LOCK_SECONDS)
@@ -297,15 +313,7 @@ def test_a_dependency_failing_every_turn_does_not_lock_every_conversation() -> N
             for n in range(12):
                 await queue.send(b"{}", f"conv-{n}")
             baseline = broker.open_connections()
-            runtime = Runtime(
-                Failing(),  # type: ignore[arg-type]
-                queue,
-                concurrency=1,
-                retry=RetryPolicy(base_seconds=30, max_seconds=30),
-                lock_duration=LOCK_SECONDS,
-                session_idle=0.2,
-                shutdown_grace=1,
-            )
+            runtime = one_worker(Failing(), queue, lock_duration=LOCK_SECONDS, backoff=30)
             running = asyncio.create_task(runtime.run())
             await asyncio.sleep(4.0)
             parked, connections = len(queue._parked), broker.open_connections()
@@ -562,21 +570,6 @@ class FirstDeliveryWaits:
         return SimpleNamespace(decision="published")
 
 
-def renewing_runtime(
-    handler: FirstDeliveryWaits, queue: AzureQueue, lock_duration: float
-) -> Runtime:
-    """One session worker on `queue`, renewing every third of `lock_duration`."""
-    return Runtime(
-        handler,  # type: ignore[arg-type]
-        queue,
-        concurrency=1,
-        retry=RetryPolicy(base_seconds=0, max_seconds=0),
-        lock_duration=lock_duration,
-        session_idle=0.2,
-        shutdown_grace=1,
-    )
-
-
 def test_a_turn_whose_connection_the_service_closes_stops_and_is_published_once_again() -> None:
     # The renewal after a gateway restart reports the lock lost: the turn in flight is
     # cancelled before its next step (docs/contract/delivery.md, "Shutdown and locks"), and
@@ -586,7 +579,7 @@ def test_a_turn_whose_connection_the_service_closes_stops_and_is_published_once_
         async with azure_queue(broker) as queue:
             await queue.send(b"turn", "conv-1")
             handler = FirstDeliveryWaits()
-            runtime = renewing_runtime(handler, queue, lock_duration=3.0)  # renewed every 1 s
+            runtime = one_worker(handler, queue, lock_duration=3.0)  # renewed every 1 s
             running = asyncio.create_task(runtime.run(drain=True))
             await asyncio.wait_for(handler.started.wait(), WAIT)
             await asyncio.to_thread(broker.force_close)
@@ -614,7 +607,7 @@ def test_a_turn_whose_network_stops_answering_stops_as_its_lock_lapses_and_is_pu
         async with azure_queue(broker, settings) as queue:
             await queue.send(b"turn", "conv-1")
             handler = FirstDeliveryWaits()
-            runtime = renewing_runtime(handler, queue, lock_duration=lock)
+            runtime = one_worker(handler, queue, lock_duration=lock)
             with structlog.testing.capture_logs() as logs:
                 running = asyncio.create_task(runtime.run(drain=True))
                 await asyncio.wait_for(handler.started.wait(), WAIT)
