@@ -268,7 +268,7 @@ def test_a_delayed_abandon_parks_the_delivery_without_any_call() -> None:
 def test_parked_sessions_are_released_when_due_and_at_once_when_the_queue_closes() -> None:
     async def main() -> None:
         clock = Clock()
-        lot = ParkedSessions(renew_every=3600.0, poll=0.001)
+        lot = ParkedSessions(lock_duration=10800.0, poll=0.001)
         due_soon, due_late = Receiver(b"a"), Receiver(b"b")
         for receiver, delay in ((due_soon, 5.0), (due_late, 50.0)):
             session = session_on(receiver, clock)
@@ -297,7 +297,7 @@ async def parked_for_30_seconds(receiver: Receiver, lot: ParkedSessions) -> None
 
 def test_a_parked_session_keeps_its_lock_renewed() -> None:
     async def main() -> None:
-        lot = ParkedSessions(renew_every=0.01, poll=0.001)
+        lot = ParkedSessions(lock_duration=0.03, poll=0.001)
         receiver = Receiver(b"a")
         await parked_for_30_seconds(receiver, lot)
         await asyncio.wait_for(receiver.renewals(2), 5.0)
@@ -312,7 +312,7 @@ def test_a_parked_session_outlasts_a_failed_renewal_but_not_a_lost_lock() -> Non
     # leaves the receiver's link open) leaves two more before the lock lapses, and the delay
     # is kept (docs/contract/delivery.md).
     async def main() -> None:
-        lot = ParkedSessions(renew_every=0.01, poll=0.001)
+        lot = ParkedSessions(lock_duration=0.03, poll=0.001)
         receiver = Receiver(b"a")
         receiver.fail["renew"] = sb.OperationTimeoutError(message="management link timed out")
         await parked_for_30_seconds(receiver, lot)
@@ -321,6 +321,31 @@ def test_a_parked_session_outlasts_a_failed_renewal_but_not_a_lost_lock() -> Non
         receiver.fail["renew"] = sb.SessionLockLostError(message="lock lost")
         await asyncio.wait_for(receiver.closed.wait(), 5.0)  # let go, though not yet due
         await lot.close()
+
+    run(main())
+
+
+def test_a_parked_session_whose_renewals_fail_for_a_lock_duration_is_let_go() -> None:
+    # A network that stopped answering times every renewal out, and none says the lock is
+    # lost; once a whole lock duration has passed without one that worked, the lock has
+    # lapsed at the service, and holding the session on would keep its place for nothing.
+    class Silent(Receiver):
+        async def _renew_lock(self, timeout: float) -> None:
+            self.calls.append("renew")
+            raise sb.OperationTimeoutError(message="management link timed out")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        lot = ParkedSessions(lock_duration=0.3, poll=0.001)
+        receiver = Silent(b"a")
+        parked_at = loop.time()
+        await parked_for_30_seconds(receiver, lot)
+        await asyncio.wait_for(receiver.closed.wait(), 5.0)  # let go, though not yet due
+        assert loop.time() - parked_at >= 0.3
+        assert receiver.calls.count("renew") >= 3
+        assert receiver.calls[-2:] == ["abandon", "close"]
+        await lot.close()
+        assert len(lot) == 0
 
     run(main())
 

@@ -111,7 +111,7 @@ class AzureQueue:
             clock=clock,
             max_deliveries=max_deliveries or max(MAX_DELIVERY_COUNT, settings.max_attempts),
         )
-        self._parked = ParkedSessions(renew_every=settings.lock_duration_seconds / 3)
+        self._parked = ParkedSessions(settings.lock_duration_seconds)
         # One session in each worker's hands, and as many parked for a delayed abandon.
         self._sessions = HeldSessions(max_sessions or 2 * settings.concurrency)
         self._sending = Sending(lambda: self._client.get_queue_sender(self._queue), self._timeout)

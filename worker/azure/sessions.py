@@ -451,11 +451,14 @@ class HeldSessions:
 
 class ParkedSessions:
     """Sessions whose delivery waits out a delayed abandon, held off the workers' hands:
-    each lock renewed every `renew_every` seconds, each delivery abandoned when due, all of
-    them at once when the queue closes."""
+    each lock renewed every third of `lock_duration`, each delivery abandoned when due, all
+    of them at once when the queue closes. A session is let go before it is due when its
+    lock is lost, or when no renewal extended it for a whole `lock_duration` (each failed,
+    as on a network that stopped answering): it has lapsed at the service."""
 
-    def __init__(self, renew_every: float, poll: float = PARK_POLL_SECONDS) -> None:
-        self._renew_every = renew_every
+    def __init__(self, lock_duration: float, poll: float = PARK_POLL_SECONDS) -> None:
+        self._lock_duration = lock_duration
+        self._renew_every = lock_duration / 3
         self._poll = poll
         self._closing = asyncio.Event()
         self._holding: set[asyncio.Task[None]] = set()
@@ -477,23 +480,31 @@ class ParkedSessions:
 
     async def _hold(self, session: AzureSession) -> None:
         loop = asyncio.get_running_loop()
-        next_renewal = loop.time() + self._renew_every
+        extended_at = loop.time()  # the lock as parked, then each renewal's (sent at)
+        next_renewal = extended_at + self._renew_every
         try:
             while not self._closing.is_set() and not session.due:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._poll):
                         await self._closing.wait()
                 if loop.time() >= next_renewal and not self._closing.is_set():
-                    next_renewal = loop.time() + self._renew_every
-                    if not await self._renewed(session):
+                    sent_at = loop.time()
+                    next_renewal = sent_at + self._renew_every
+                    failure = await self._renewal_failure(session)
+                    if failure is None:
+                        extended_at = sent_at
+                    elif (
+                        isinstance(failure, LockLost)
+                        or loop.time() - extended_at >= self._lock_duration
+                    ):
                         return  # the lock is gone: the delay cannot be kept
         finally:
             await session.release()
 
     @staticmethod
-    async def _renewed(session: AzureSession) -> bool:
-        """Renew a parked session's lock; a failure is logged, and only a lost lock (not
-        a transient failure: the lock outlasts two more renewals) ends the parking."""
+    async def _renewal_failure(session: AzureSession) -> PortError | None:
+        """Renew a parked session's lock: None, or why it failed (logged). A transient
+        failure leaves the lock two more renewals before it lapses."""
         try:
             await session.renew_parked()
         except PortError as exc:
@@ -502,8 +513,8 @@ class ParkedSessions:
                 session_id=session.session_id,
                 error=type(exc).__name__,
             )
-            return not isinstance(exc, LockLost)
-        return True
+            return exc
+        return None
 
 
 async def close_quietly(closable: Any, timeout: float) -> None:
