@@ -54,7 +54,8 @@ def test_the_readme_has_the_install_and_run_line_then_the_test_command() -> None
 
 @pytest.mark.slow
 def test_the_readmes_first_line_installs_the_worker_and_exports_the_sample(tmp_path: Path) -> None:
-    if shutil.which("python3", path=fresh_machine_env()["PATH"]) is None:
+    env = fresh_machine_env()
+    if shutil.which("python3", path=env["PATH"]) is None:
         pytest.fail("no python3 on PATH: the README's first line cannot run here")
     project = tmp_path / "turn-export-worker"
     shutil.copytree(ROOT, project, ignore=NOT_CLONED, symlinks=True)
@@ -63,7 +64,7 @@ def test_the_readmes_first_line_installs_the_worker_and_exports_the_sample(tmp_p
     done = subprocess.run(
         ["bash", "-c", install_and_run],
         cwd=project,
-        env=fresh_machine_env(),
+        env=env,
         capture_output=True,
         timeout=900,
     )
@@ -76,7 +77,7 @@ def test_the_readmes_first_line_installs_the_worker_and_exports_the_sample(tmp_p
     shown = subprocess.run(
         [str(project / ".venv" / "bin" / "export-worker"), "exports", "get", export_id],
         cwd=project,
-        env=fresh_machine_env(),
+        env=env,
         capture_output=True,
         timeout=60,
         check=True,
