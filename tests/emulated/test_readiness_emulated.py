@@ -1,6 +1,7 @@
 """The readiness check on the Azure adapters (cosmosdb-server, Azurite): reachable as
-deployed, and a Cosmos container deleted under a running worker or a rejected storage key
-named as unreachable; a misnamed database or container refused when the backend opens.
+deployed, and a Cosmos container deleted under a running worker, a rejected storage key or
+storage behind a network that stops answering named as unreachable; a misnamed database or
+container refused when the backend opens.
 Run by scripts/test-emulated, which starts both servers."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.emulated.azure_environment import (
     EMULATOR_KEY,
     emulators_missing,
 )
+from tests.held_network import HeldNetwork
 from worker.health import Unreachable
 from worker.local.backend import open_local_backend
 from worker.operations import Operations, reachability_check
@@ -231,3 +233,52 @@ def test_a_write_to_a_missing_container_is_refused_as_the_deployments_to_fix(
             await blobs.close()
 
     asyncio.run(main())
+
+
+def test_storage_behind_a_silent_network_is_unreachable_by_name_and_ready_once_it_heals(
+    tmp_path: Path,
+) -> None:
+    """A partition answers nothing: the check's own read bound, not the SDK's retries (or
+    the whole check's bound, which would name nothing), says which dependency is gone; the
+    same adapters answer again once the network heals."""
+    from worker.azure.backend import open_azure_backend
+
+    settings = emulated_settings(tmp_path / "home")
+    assert settings.blob_connection_string is not None
+    real = settings.blob_connection_string.get_secret_value()
+    endpoint = re.search(r"BlobEndpoint=https?://[^:/]+:(\d+)/", real)
+    assert endpoint is not None
+    read_timeout = 1.0
+
+    async def main(network: HeldNetwork, through: Settings) -> None:
+        sidecar = open_local_backend(tmp_path / "home")
+        backend = await open_azure_backend(
+            through, queue=sidecar.queue, publisher=sidecar.publisher
+        )
+        check = reachability_check(backend, through, Operations(), read_timeout=read_timeout)
+        try:
+            await check()
+            network.hold()
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(Unreachable) as unreachable:
+                await check()
+            waited = asyncio.get_running_loop().time() - started
+            assert (unreachable.value.dependency, unreachable.value.error) == (
+                "blobs",
+                "TimeoutError",
+            )
+            assert read_timeout <= waited < read_timeout + 2
+            network.release()
+            async with asyncio.timeout(10):
+                await check()
+        finally:
+            network.release()
+            await backend.close()
+            for port in (sidecar.store, sidecar.ledger, sidecar.blobs):
+                await port.close()
+
+    with HeldNetwork(("127.0.0.1", int(endpoint.group(1)))) as network:
+        through = settings.replace(
+            blob_connection_string=real.replace(f":{endpoint.group(1)}/", f":{network.port}/")
+        )
+        asyncio.run(main(network, through))
