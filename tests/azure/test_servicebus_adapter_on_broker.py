@@ -27,6 +27,7 @@ from tests.servicebus_broker import (
     TopicConfig,
 )
 from worker.azure.servicebus import AzureQueue
+from worker.operations import Operations
 from worker.ports import LockLost, NotFound, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
 from worker.runtime import Runtime
@@ -625,6 +626,89 @@ def test_a_turn_whose_network_stops_answering_stops_as_its_lock_lapses_and_is_pu
         assert broker.counts(QUEUE) == EntityCounts(active=0, dead_letter=0, deferred=0)
 
     config = QueueConfig(QUEUE, requires_session=True, lock_duration=lock)
+    with ServiceBusBroker([config]) as broker, HeldNetwork(("127.0.0.1", broker.port)) as network:
+        asyncio.run(body(broker, network))
+
+
+class Collects:
+    """A handler that records each delivery's body and publishes at once."""
+
+    def __init__(self) -> None:
+        self.done: list[bytes] = []
+
+    async def handle(self, message: QueueMessage) -> object:
+        self.done.append(message.body)
+        return SimpleNamespace(decision="published")
+
+
+class Releases(Operations):
+    """Operations that tell when a session is released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = asyncio.Event()
+
+    def session_released(self) -> None:
+        super().session_released()
+        self.released.set()
+
+
+def test_an_idle_worker_on_a_silent_network_names_the_queue_and_takes_turns_once_healed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A partition while the worker waits for sessions: nothing is refused, so only the
+    # accept's own bounds end each wait. Readiness must name the queue within them, and the
+    # worker must take the next turn once the network heals (a connection left hanging
+    # would keep it deaf for good).
+    import worker.runtime as runtime_module
+
+    accept_wait, sdk_timeout = 1.0, 4.0  # an empty accept takes its wait and the link's set-up
+    monkeypatch.setattr(runtime_module, "ACCEPT_WAIT_SECONDS", accept_wait)
+
+    async def body(broker: ServiceBusBroker, network: HeldNetwork) -> None:
+        through = broker.connection_string.replace(f":{broker.port};", f":{network.port};")
+        settings = {"servicebus_connection_string": through, "sdk_timeout_seconds": sdk_timeout}
+        async with azure_queue(broker, settings) as queue:
+            handler = Collects()
+            operations = Releases()
+            runtime = Runtime(
+                handler,  # type: ignore[arg-type]
+                queue,
+                concurrency=1,
+                retry=RetryPolicy(base_seconds=0, max_seconds=0),
+                lock_duration=LOCK_SECONDS,
+                session_idle=0.2,
+                shutdown_grace=1,
+                observer=operations,
+            )
+            running = asyncio.create_task(runtime.run())
+            try:
+                await queue.send(b"before", "conv-1")
+                # Settled and released, so the worker's next call is an accept (a settlement
+                # on a silent network waits out the SDK's 60 s outcome wait first).
+                await asyncio.wait_for(operations.released.wait(), WAIT)
+                assert handler.done == [b"before"]
+                network.hold()
+                held_at = time.monotonic()
+                async with asyncio.timeout(30):
+                    while operations.queue_error is None:
+                        await asyncio.sleep(0.05)
+                # The accept's wait, the SDK's timeout and our backstop, with slack.
+                assert time.monotonic() - held_at < accept_wait + sdk_timeout + 5.0 + 5.0
+                network.release()
+                async with asyncio.timeout(30):
+                    while operations.queue_error is not None:
+                        await asyncio.sleep(0.05)
+                await queue.send(b"after", "conv-2")
+                async with asyncio.timeout(30):
+                    while handler.done != [b"before", b"after"]:
+                        await asyncio.sleep(0.05)
+            finally:
+                runtime.stop()
+                await asyncio.wait_for(running, 30)
+        assert broker.counts(QUEUE) == EntityCounts(active=0, dead_letter=0, deferred=0)
+
+    config = QueueConfig(QUEUE, requires_session=True, lock_duration=LOCK_SECONDS)
     with ServiceBusBroker([config]) as broker, HeldNetwork(("127.0.0.1", broker.port)) as network:
         asyncio.run(body(broker, network))
 
