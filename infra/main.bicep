@@ -674,9 +674,10 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
       registries: registries
     }
     template: {
-      // SIGTERM, then the worker's grace for in-flight turns, then abandon and close. An
-      // abandon on a slow Service Bus may take the SDK's 60 s outcome wait plus its 30 s
-      // try_timeout: the bound covers it. It costs nothing otherwise: the process exits as
+      // SIGTERM, then the worker's grace for in-flight turns, then abandon and close. On a
+      // Service Bus that stopped answering, an abandon takes twice the SDK timeout (the
+      // service's confirmation, then a second try over the management link) and the close
+      // once more: the bound covers it. It costs nothing otherwise: the process exits as
       // soon as it is done, and SIGKILL comes only at the bound.
       terminationGracePeriodSeconds: shutdownGraceSeconds + 120
       containers: [

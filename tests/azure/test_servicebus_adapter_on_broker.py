@@ -27,6 +27,7 @@ from tests.servicebus_broker import (
     TopicConfig,
 )
 from worker.azure.servicebus import AzureQueue
+from worker.azure.timeouts import BACKSTOP_SECONDS
 from worker.operations import Operations
 from worker.ports import LockLost, NotFound, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
@@ -639,6 +640,59 @@ class Collects:
     async def handle(self, message: QueueMessage) -> object:
         self.done.append(message.body)
         return SimpleNamespace(decision="published")
+
+
+class SilencesBeforeSettling:
+    """A handler that publishes at once, cutting the network off first on the first
+    delivery, so that its settlement is what meets the silence (when noted)."""
+
+    def __init__(self, network: HeldNetwork) -> None:
+        self.network = network
+        self.held_at: float | None = None
+        self.done: list[bytes] = []
+
+    async def handle(self, message: QueueMessage) -> object:
+        if self.held_at is None:
+            self.network.hold()
+            self.held_at = time.monotonic()
+        self.done.append(message.body)
+        return SimpleNamespace(decision="published")
+
+
+def test_a_settlement_on_a_silent_network_ends_within_the_sdk_timeout_not_a_minute() -> None:
+    # The SDK waits its receiver's `timeout` configuration (60 s unless given) for the
+    # service to confirm a disposition, then settles again over the management link. Given
+    # SDK_TIMEOUT_SECONDS, a settlement that meets a partition ends within twice that and
+    # the backstop, and the session worker goes on: a shutdown then fits the replica's
+    # termination grace (infra/README.md). What the late disposition does once the network
+    # heals is the service's affair; the turn ends published, once or again.
+    sdk_timeout, lock = 2.0, 3.0
+
+    async def body(broker: ServiceBusBroker, network: HeldNetwork) -> None:
+        through = broker.connection_string.replace(f":{broker.port};", f":{network.port};")
+        settings = {"servicebus_connection_string": through, "sdk_timeout_seconds": sdk_timeout}
+        async with azure_queue(broker, settings) as queue:
+            await queue.send(b"turn", "conv-1")
+            handler = SilencesBeforeSettling(network)
+            runtime = one_worker(handler, queue, lock_duration=lock)
+            with structlog.testing.capture_logs() as logs:
+                running = asyncio.create_task(runtime.run(drain=True))
+                async with asyncio.timeout(90):
+                    while not any(e["event"] == "session_failed" for e in logs):
+                        await asyncio.sleep(0.05)
+                assert handler.held_at is not None
+                settled_in = time.monotonic() - handler.held_at
+                network.release()
+                await asyncio.wait_for(running, 30)
+            assert settled_in < 2 * sdk_timeout + BACKSTOP_SECONDS + 2
+            [failed] = [e for e in logs if e["event"] == "session_failed"]
+            assert failed["error"].startswith("TransientError (Service Bus)")
+            assert set(handler.done) == {b"turn"}
+        assert broker.counts(QUEUE) == EntityCounts(active=0, dead_letter=0, deferred=0)
+
+    config = QueueConfig(QUEUE, requires_session=True, lock_duration=lock)
+    with ServiceBusBroker([config]) as broker, HeldNetwork(("127.0.0.1", broker.port)) as network:
+        asyncio.run(body(broker, network))
 
 
 class Releases(Operations):

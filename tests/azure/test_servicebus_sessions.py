@@ -16,7 +16,6 @@ from azure.servicebus import exceptions as sb
 from azure.servicebus.aio import ServiceBusClient
 
 from worker.azure.sessions import (
-    SDK_SETTLE_OUTCOME_SECONDS,
     AzureSession,
     HeldSessions,
     ParkedSessions,
@@ -197,11 +196,12 @@ def test_a_settlement_slower_than_the_sdk_timeout_is_not_cut_by_our_deadline() -
 
 def test_our_settle_deadline_outlasts_the_sdks_settlement_recovery() -> None:
     # Pins the SDK's figures this adapter relies on: the outcome wait is the receiver's
-    # `timeout` configuration, the management-link re-settlement is bounded by try_timeout.
+    # `timeout` configuration (a minute unless the receiver is given one, as the adapter's
+    # are), the management-link re-settlement is bounded by try_timeout.
     client = ServiceBusClient.from_connection_string(EMULATOR, try_timeout=30.0)
-    receiver = client.get_queue_receiver("q", session_id="conv-1")
-    config = receiver._config
-    assert config.timeout == SDK_SETTLE_OUTCOME_SECONDS
+    assert client.get_queue_receiver("q", session_id="conv-1")._config.timeout == 60
+    config = client.get_queue_receiver("q", session_id="conv-1", timeout=30.0)._config
+    assert (config.timeout, config.try_timeout) == (30.0, 30.0)
     assert settle_deadline(30.0) > config.timeout + config.try_timeout
 
 

@@ -177,7 +177,9 @@ class DeadLetterQueue:
     @contextlib.asynccontextmanager
     async def _receiver(self) -> AsyncIterator[ServiceBusReceiver]:
         receiver = self._client.get_queue_receiver(
-            self._queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER
+            self._queue,
+            sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+            timeout=self._timeout,  # its wait for a settlement's outcome (settle_deadline)
         )
         try:
             await guarded(receiver.__aenter__(), self._timeout + BACKSTOP_SECONDS, SERVICE_BUS)

@@ -156,7 +156,10 @@ class AzureQueue:
         max_wait -= loop.time() - started
         wait = max(min(max_wait, self._timeout * ACCEPT_WAIT_SHARE), MIN_WAIT_SECONDS)
         receiver = self._sessions_client.get_queue_receiver(
-            self._queue, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=wait
+            self._queue,
+            session_id=NEXT_AVAILABLE_SESSION,
+            max_wait_time=wait,
+            timeout=self._timeout,  # its wait for a settlement's outcome (settle_deadline)
         )
         opened = False
         try:

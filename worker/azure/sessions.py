@@ -3,10 +3,10 @@
 A session holds at most one delivery unsettled (the port hands out one message of a
 session at a time). Three rules come from how azure-servicebus 7.15 settles and times out:
 
-- A delivery gets one disposition. The SDK waits up to `SDK_SETTLE_OUTCOME_SECONDS` for the
-  service to confirm it, then settles again over the management link itself; whatever
-  happens after that, the delivery is forgotten here, so a repeat of the call (the call
-  retries repeat `IDEMPOTENT` calls) raises LockLost instead of sending a second one.
+- A delivery gets one disposition. The SDK waits for the service to confirm it (for the
+  SDK timeout: `settle_deadline`), then settles again over the management link itself;
+  whatever happens after that, the delivery is forgotten here, so a repeat of the call (the
+  call retries repeat `IDEMPOTENT` calls) raises LockLost instead of sending a second one.
 - Our deadline on a call lies past the SDK's own bound (`worker/azure/timeouts.py`). When
   it fires anyway the receiver may be mid-frame: the session is given up (LockLost) and
   the receiver only closed.
@@ -71,10 +71,6 @@ from worker.ports import (
 T = TypeVar("T")
 Clock = Callable[[], float]
 
-# How long azure-servicebus 7.15 waits for the service to confirm a disposition sent on the
-# receiver link (its `timeout` configuration, 60 s, passed as the outcome timeout) before it
-# settles again over the management link, which the client's `try_timeout` bounds.
-SDK_SETTLE_OUTCOME_SECONDS = 60.0
 MIN_WAIT_SECONDS = 0.05
 # How often a parked session looks at the clock (a test's clock may be moved by hand).
 PARK_POLL_SECONDS = 0.1
@@ -83,9 +79,15 @@ log = get_logger()
 
 
 def settle_deadline(sdk_timeout: float, backstop: float = BACKSTOP_SECONDS) -> float:
-    """Seconds a settlement may take before our deadline ends it: the SDK's outcome wait,
-    then its re-settlement over the management link (bounded by `sdk_timeout`)."""
-    return SDK_SETTLE_OUTCOME_SECONDS + sdk_timeout + backstop
+    """Seconds a settlement may take before our deadline ends it: the SDK's wait for the
+    service to confirm the disposition, then its re-settlement over the management link
+    (the client's `try_timeout`), each `sdk_timeout`.
+
+    azure-servicebus 7.15 waits for that confirmation for the receiver's `timeout`
+    configuration, 60 s unless given: every receiver that settles is built with
+    `timeout=sdk_timeout`, so that a settlement meeting a network gone silent ends as soon as
+    every other call does (and a shutdown fits the replica's termination grace)."""
+    return 2 * sdk_timeout + backstop
 
 
 class SessionLimits(msgspec.Struct, frozen=True):
@@ -358,7 +360,7 @@ class AzureSession:
         raw = self._holding(message).raw
         self._held = None
         try:
-            await self._call(lambda: settle(raw), SDK_SETTLE_OUTCOME_SECONDS + self._limits.timeout)
+            await self._call(lambda: settle(raw), 2 * self._limits.timeout)
         except BaseException:
             # Its outcome is unknown: the message may still be locked to this session, and
             # the next receive would hand out the one behind it first. Given up, the
