@@ -28,6 +28,7 @@ from tests.servicebus_broker import (
 )
 from worker.azure.servicebus import AzureQueue
 from worker.azure.timeouts import BACKSTOP_SECONDS
+from worker.observer import NO_OBSERVER, RuntimeObserver
 from worker.operations import Operations
 from worker.ports import LockLost, NotFound, QueueMessage, TransientError
 from worker.retry_policy import RetryPolicy
@@ -75,7 +76,12 @@ async def next_holder_completes(queue: AzureQueue, body: bytes) -> None:
 
 
 def one_worker(
-    handler: object, queue: AzureQueue, *, lock_duration: float, backoff: float = 0.0
+    handler: object,
+    queue: AzureQueue,
+    *,
+    lock_duration: float,
+    backoff: float = 0.0,
+    observer: RuntimeObserver = NO_OBSERVER,
 ) -> Runtime:
     """One session worker on `queue` with `handler`, renewing every third of
     `lock_duration`, a transient failure retried after `backoff` seconds."""
@@ -87,6 +93,7 @@ def one_worker(
         lock_duration=lock_duration,
         session_idle=0.2,
         shutdown_grace=1,
+        observer=observer,
     )
 
 
@@ -725,16 +732,7 @@ def test_an_idle_worker_on_a_silent_network_names_the_queue_and_takes_turns_once
         async with azure_queue(broker, settings) as queue:
             handler = Collects()
             operations = Releases()
-            runtime = Runtime(
-                handler,  # type: ignore[arg-type]
-                queue,
-                concurrency=1,
-                retry=RetryPolicy(base_seconds=0, max_seconds=0),
-                lock_duration=LOCK_SECONDS,
-                session_idle=0.2,
-                shutdown_grace=1,
-                observer=operations,
-            )
+            runtime = one_worker(handler, queue, lock_duration=LOCK_SECONDS, observer=operations)
             running = asyncio.create_task(runtime.run())
             try:
                 await queue.send(b"before", "conv-1")
