@@ -11,7 +11,7 @@ meet the silence. The figure is the time from the stop to the queue closed, less
 grace; it must stay within the margin, or Container Apps kills the replica mid-close
 (harmless to the message, whose lock lapses, but not a clean stop).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/chaos/silent_shutdown.py
+    .venv/bin/python benchmarks/chaos/silent_shutdown.py
 
 prints `silent shutdown: S s after the grace, within the replica's M s margin` (exit 0) or
 `... past ...` (exit 1). It takes about the figure itself: about a minute at the defaults.
@@ -26,15 +26,18 @@ import sys
 import time
 from pathlib import Path
 
-from tests.held_network import HeldNetwork
-from tests.servicebus_broker import QueueConfig, ServiceBusBroker
-from worker.azure.servicebus import AzureQueue
-from worker.ports import QueueMessage
-from worker.retry_policy import RetryPolicy
-from worker.runtime import Runtime
-from worker.settings import Settings
-
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the test broker and the held network live in tests/
+
+from tests.held_network import HeldNetwork  # noqa: E402
+from tests.servicebus_broker import QueueConfig, ServiceBusBroker  # noqa: E402
+from worker.azure.servicebus import AzureQueue  # noqa: E402
+from worker.ports import QueueMessage  # noqa: E402
+from worker.retry_policy import RetryPolicy  # noqa: E402
+from worker.runtime import Runtime  # noqa: E402
+from worker.settings import Settings  # noqa: E402
+
 QUEUE = "turns"
 GRACE_SECONDS = 1.0
 LOCK_SECONDS = 60.0
