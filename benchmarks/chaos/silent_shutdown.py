@@ -70,7 +70,7 @@ async def stop_on_silence(
     broker: ServiceBusBroker, network: HeldNetwork, sdk_timeout: float
 ) -> float:
     """Seconds from the stop to the queue closed, the grace included."""
-    through = broker.connection_string.replace(f":{broker.port};", f":{network.port};")
+    through = broker.connection_string_through(network.port)
     settings = Settings(
         env_file=None,
         backend="azure",

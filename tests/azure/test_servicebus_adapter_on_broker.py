@@ -611,7 +611,7 @@ def test_a_turn_whose_network_stops_answering_stops_as_its_lock_lapses_and_is_pu
     lock = 3.0
 
     async def body(broker: ServiceBusBroker, network: HeldNetwork) -> None:
-        through = broker.connection_string.replace(f":{broker.port};", f":{network.port};")
+        through = broker.connection_string_through(network.port)
         settings = {"servicebus_connection_string": through, "sdk_timeout_seconds": 1.0}
         async with azure_queue(broker, settings) as queue:
             await queue.send(b"turn", "conv-1")
@@ -649,21 +649,20 @@ class Collects:
         return SimpleNamespace(decision="published")
 
 
-class SilencesBeforeSettling:
-    """A handler that publishes at once, cutting the network off first on the first
-    delivery, so that its settlement is what meets the silence (when noted)."""
+class SilencesBeforeSettling(Collects):
+    """Collects, cutting the network off first on the first delivery, so that its
+    settlement is what meets the silence (when noted)."""
 
     def __init__(self, network: HeldNetwork) -> None:
+        super().__init__()
         self.network = network
         self.held_at: float | None = None
-        self.done: list[bytes] = []
 
     async def handle(self, message: QueueMessage) -> object:
         if self.held_at is None:
             self.network.hold()
             self.held_at = time.monotonic()
-        self.done.append(message.body)
-        return SimpleNamespace(decision="published")
+        return await super().handle(message)
 
 
 def test_a_settlement_on_a_silent_network_ends_within_the_sdk_timeout_not_a_minute() -> None:
@@ -676,7 +675,7 @@ def test_a_settlement_on_a_silent_network_ends_within_the_sdk_timeout_not_a_minu
     sdk_timeout, lock = 2.0, 3.0
 
     async def body(broker: ServiceBusBroker, network: HeldNetwork) -> None:
-        through = broker.connection_string.replace(f":{broker.port};", f":{network.port};")
+        through = broker.connection_string_through(network.port)
         settings = {"servicebus_connection_string": through, "sdk_timeout_seconds": sdk_timeout}
         async with azure_queue(broker, settings) as queue:
             await queue.send(b"turn", "conv-1")
@@ -727,7 +726,7 @@ def test_an_idle_worker_on_a_silent_network_names_the_queue_and_takes_turns_once
     monkeypatch.setattr(runtime_module, "ACCEPT_WAIT_SECONDS", accept_wait)
 
     async def body(broker: ServiceBusBroker, network: HeldNetwork) -> None:
-        through = broker.connection_string.replace(f":{broker.port};", f":{network.port};")
+        through = broker.connection_string_through(network.port)
         settings = {"servicebus_connection_string": through, "sdk_timeout_seconds": sdk_timeout}
         async with azure_queue(broker, settings) as queue:
             handler = Collects()

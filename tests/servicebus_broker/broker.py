@@ -80,8 +80,13 @@ class ServiceBusBroker:
     @property
     def connection_string(self) -> str:
         """A connection string the Service Bus SDK connects with (plain AMQP, this port)."""
+        return self.connection_string_through(self.port)
+
+    def connection_string_through(self, port: int) -> str:
+        """The connection string with `port` for the broker's: a proxy in front of it on
+        this host (tests/held_network.py)."""
         return (
-            f"Endpoint=sb://{self._host}:{self.port};SharedAccessKeyName={self.key.name};"
+            f"Endpoint=sb://{self._host}:{port};SharedAccessKeyName={self.key.name};"
             f"SharedAccessKey={self.key.key};UseDevelopmentEmulator=true"
         )
 
