@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from azure.core.exceptions import ResourceExistsError
 from azure.servicebus.aio import ServiceBusClient
 from azure.storage.blob.aio import BlobLeaseClient, BlobServiceClient
 
+from tests.held_network import HeldNetwork
 from tests.servicebus_broker import (
     ManualClock,
     QueueConfig,
@@ -68,6 +70,18 @@ async def subscription_bodies(
                 return found
             found.extend(json.loads(b"".join(message.body)) for message in page)
             start = (page[-1].sequence_number or start) + 1
+
+
+@contextmanager
+def held_blob_network() -> Iterator[tuple[HeldNetwork, str]]:
+    """A held network in front of Azurite (tests/held_network.py), and the connection
+    string (BLOB_ENV's) that goes through it."""
+    connection = os.environ[BLOB_ENV]
+    endpoint = re.search(r"BlobEndpoint=([^;]+)", connection)
+    assert endpoint is not None
+    port = urlparse(endpoint.group(1)).port
+    with HeldNetwork(("127.0.0.1", int(port or 0))) as network:
+        yield network, connection.replace(f":{port}/", f":{network.port}/")
 
 
 def emulators_missing() -> str | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import uuid
 from collections.abc import Iterator
 from urllib.parse import urlparse
@@ -16,11 +15,11 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.emulated.azure_environment import (
-    BLOB_ENV,
     COSMOS_ENV,
     COSMOS_KEY_ENV,
     EMULATOR_KEY,
     emulators_missing,
+    held_blob_network,
 )
 from tests.held_network import HeldNetwork
 from worker.azure.blobs import AzureBlobs
@@ -43,12 +42,8 @@ def _emulators() -> None:
 @pytest.fixture
 def blob_network() -> Iterator[tuple[HeldNetwork, str]]:
     """A held network in front of Azurite, and the connection string through it."""
-    connection = os.environ[BLOB_ENV]
-    endpoint = re.search(r"BlobEndpoint=([^;]+)", connection)
-    assert endpoint is not None
-    port = urlparse(endpoint.group(1)).port
-    with HeldNetwork(("127.0.0.1", int(port or 0))) as network:
-        yield network, connection.replace(f":{port}/", f":{network.port}/")
+    with held_blob_network() as held:
+        yield held
 
 
 def test_a_blob_call_on_a_silent_network_ends_at_its_deadline_and_the_client_recovers(

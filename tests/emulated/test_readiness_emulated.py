@@ -22,6 +22,7 @@ from tests.emulated.azure_environment import (
     COSMOS_TLS_ENV,
     EMULATOR_KEY,
     emulators_missing,
+    held_blob_network,
 )
 from tests.held_network import HeldNetwork
 from worker.health import Unreachable
@@ -244,10 +245,6 @@ def test_storage_behind_a_silent_network_is_unreachable_by_name_and_ready_once_i
     from worker.azure.backend import open_azure_backend
 
     settings = emulated_settings(tmp_path / "home")
-    assert settings.blob_connection_string is not None
-    real = settings.blob_connection_string.get_secret_value()
-    endpoint = re.search(r"BlobEndpoint=https?://[^:/]+:(\d+)/", real)
-    assert endpoint is not None
     read_timeout = 1.0
 
     async def main(network: HeldNetwork, through: Settings) -> None:
@@ -277,8 +274,5 @@ def test_storage_behind_a_silent_network_is_unreachable_by_name_and_ready_once_i
             for port in (sidecar.store, sidecar.ledger, sidecar.blobs):
                 await port.close()
 
-    with HeldNetwork(("127.0.0.1", int(endpoint.group(1)))) as network:
-        through = settings.replace(
-            blob_connection_string=real.replace(f":{endpoint.group(1)}/", f":{network.port}/")
-        )
-        asyncio.run(main(network, through))
+    with held_blob_network() as (network, connection):
+        asyncio.run(main(network, settings.replace(blob_connection_string=connection)))
