@@ -23,6 +23,7 @@ from worker.cli_dlq import dlq
 from worker.environment import SettingsError
 from worker.operations import Operations
 from worker.ports import Backend, NotFound, service_of
+from worker.scratch import choose_temporary_folder
 from worker.sending import enqueue
 from worker.serving import serve
 from worker.settings import LOG_LEVELS, Settings
@@ -43,6 +44,7 @@ from worker.turn_report import turn_lines
 def cli(ctx: click.Context, log_level: str | None) -> None:
     """Turn a chat agent's retrieved data into the file the user asked for."""
     ctx.obj = log_level
+    choose_temporary_folder()  # before anything writes a temporary file (worker/scratch.py)
     if ctx.invoked_subcommand != "run":  # `run` configures its own, once it has its settings
         logs.configure(level=log_level, default="warning")
 

@@ -7,6 +7,10 @@ folder for as long as the machine (or, in Azure, the container) does. So each wo
 its own folder, named by the writing process (`export-worker-{pid}-…`), removed whole when
 the export ends; and a worker starting up removes the folders of writers that are no longer
 running (`sweep`), as the local blob store does with its staged files.
+
+The temporary folder itself is chosen without writing in it (`choose_temporary_folder`):
+Python's own choice leaves a file of no name of ours behind when the process is killed at
+the wrong moment.
 """
 
 from __future__ import annotations
@@ -17,12 +21,42 @@ import tempfile
 from pathlib import Path
 
 PREFIX = "export-worker-"
+# Where Python looks for a temporary folder, in its order (tempfile._candidate_tempdir_list).
+_ENVIRONMENT = ("TMPDIR", "TEMP", "TMP")
+_SYSTEM = ("/tmp", "/var/tmp", "/usr/tmp")
 
 
 def scratch_folder() -> tempfile.TemporaryDirectory[str]:
     """A new folder in the temporary folder for one export's spilled files, named by this
     process; removed with everything in it when the context exits."""
     return tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-")
+
+
+def choose_temporary_folder() -> str:
+    """Choose this process's temporary folder as Python would, but without a probe file.
+
+    On its first use `tempfile` tries each candidate folder by creating a file with a random
+    eight-character name, writing four bytes and removing it. A process killed between the
+    create and the remove leaves that file behind, with no name of ours for `sweep` to know
+    it by (the crash harness's SIGKILLs found one: the start-up sweep is a worker's first
+    use). So the choice is made first, by permission instead of by writing: the first of
+    TMPDIR, TEMP, TMP, /tmp, /var/tmp, /usr/tmp and the working folder that is a folder this
+    process may create files in. A folder already chosen is kept; when no candidate passes,
+    Python's own probe decides (and raises its own error when nothing is usable).
+    """
+    if tempfile.tempdir is not None:
+        return tempfile.tempdir
+    candidates = [os.environ.get(name) for name in _ENVIRONMENT]
+    candidates += [*_SYSTEM, _working_folder()]
+    for candidate in candidates:
+        if not candidate:
+            continue
+        folder = os.path.abspath(candidate)
+        # access() says EROFS for a read-only file system, as the probe's write would.
+        if os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
+            tempfile.tempdir = folder
+            return folder
+    return tempfile.gettempdir()
 
 
 def sweep(root: str | Path | None = None) -> int:
@@ -73,6 +107,13 @@ def process_start(pid: int) -> int | None:
         return int(fields[19])
     except (IndexError, ValueError):
         return None
+
+
+def _working_folder() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None  # removed while this process runs in it
 
 
 def _writer(name: str) -> int | None:

@@ -88,3 +88,105 @@ def test_a_workbooks_rows_are_spilled_in_its_own_folder_removed_when_it_is_writt
     assert len(seen) == 1 and seen[0]  # one folder, holding the sheet's row file
     assert list(temporary.iterdir()) == []  # gone with the export
     assert (tmp_path / "blobs" / PATH).read_bytes()[:2] == b"PK"
+
+
+@pytest.fixture
+def unchosen(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No temporary folder chosen yet in this process, and none named by the environment."""
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def _opened_under(folder: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files os.open is asked for under `folder` from now on (tempfile's probe uses it)."""
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path: Any, *args: Any, **kwargs: Any) -> int:
+        if str(path).startswith(f"{folder}{os.sep}"):
+            opened.append(os.path.basename(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spy)
+    return opened
+
+
+def test_pythons_own_choice_of_temporary_folder_writes_a_probe_file_a_kill_could_leave(
+    tmp_path: Path, unchosen: pytest.MonkeyPatch
+) -> None:
+    # Why the worker chooses for itself: left to Python, its first temporary file costs a
+    # file created and removed in the folder, named by eight random characters and no prefix.
+    unchosen.setenv("TMPDIR", str(tmp_path))
+    opened = _opened_under(tmp_path, unchosen)
+    assert tempfile.gettempdir() == str(tmp_path)
+    assert len(opened) == 1 and len(opened[0]) == 8
+    assert list(tmp_path.iterdir()) == []  # removed, unless the process died in between
+
+
+def test_the_temporary_folder_is_chosen_as_python_would_without_writing_in_it(
+    tmp_path: Path, unchosen: pytest.MonkeyPatch
+) -> None:
+    unchosen.setenv("TMPDIR", str(tmp_path))
+    opened = _opened_under(tmp_path, unchosen)
+    assert scratch.choose_temporary_folder() == str(tmp_path)
+    assert tempfile.gettempdir() == str(tmp_path)
+    assert opened == []
+
+
+def test_a_candidate_that_is_no_folder_is_passed_over_for_the_next(
+    tmp_path: Path, unchosen: pytest.MonkeyPatch
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    (tmp_path / "folder").mkdir()
+    unchosen.setenv("TMPDIR", str(a_file))
+    unchosen.setenv("TEMP", str(tmp_path / "missing"))
+    unchosen.setenv("TMP", str(tmp_path / "folder" / ".." / "folder"))
+    assert scratch.choose_temporary_folder() == str(tmp_path / "folder")
+
+
+def test_without_candidates_in_the_environment_the_system_folder_is_chosen(
+    unchosen: pytest.MonkeyPatch,
+) -> None:
+    assert scratch.choose_temporary_folder() == "/tmp"
+
+
+def test_a_temporary_folder_already_chosen_is_kept(
+    tmp_path: Path, unchosen: pytest.MonkeyPatch
+) -> None:
+    unchosen.setattr(tempfile, "tempdir", str(tmp_path / "chosen"))
+    unchosen.setenv("TMPDIR", str(tmp_path))
+    assert scratch.choose_temporary_folder() == str(tmp_path / "chosen")
+
+
+def test_a_worker_starting_and_sweeping_writes_nothing_in_the_temporary_folder(
+    tmp_path: Path,
+) -> None:
+    # The whole command, in a process of its own: its start-up sweep is the first use of the
+    # temporary folder, where the crash harness's SIGKILL found a probe file left behind.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    watch = f"""
+import os, sys
+from worker.cli import main
+opened = []
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and args[0].startswith({str(temporary)!r}):
+        opened.append(os.path.basename(args[0]))
+sys.addaudithook(hook)
+try:
+    main(["run", "--drain"])
+except SystemExit as exit:
+    assert not exit.code, exit.code
+print("opened:", opened)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_WORKER_")}
+    env.update(EXPORT_WORKER_HOME=str(tmp_path / "home"), TMPDIR=str(temporary))
+    done = subprocess.run(
+        [sys.executable, "-c", watch], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "opened: []"
+    assert list(temporary.iterdir()) == []
