@@ -12,6 +12,8 @@ import os
 import tempfile
 from typing import IO
 
+from worker.scratch import scratch_prefix
+
 
 class DigestFile:
     """Append bytes, read them back by offset; the file is dropped on close."""
@@ -25,7 +27,8 @@ class DigestFile:
 
     def append(self, data: bytes) -> int:
         if self._file is None:
-            self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+            # Anonymous; named for the sweep where it cannot be (worker/scratch.py).
+            self._file = tempfile.TemporaryFile(prefix=scratch_prefix())  # noqa: SIM115 - closed by close()
         offset = self._size
         self._file.write(data)
         self._size += len(data)

@@ -8,6 +8,11 @@ its own folder, named by the writing process (`export-worker-{pid}-…`), remove
 the export ends; and a worker starting up removes the folders of writers that are no longer
 running (`sweep`), as the local blob store does with its staged files.
 
+The row spool and the digest file are anonymous (`O_TMPFILE`): they have no name to leave.
+Where the file system cannot make one (overlayfs before Linux 6.6, some network file
+systems), Python names the file and removes the name at once; the name then carries the
+same prefix (`scratch_prefix`), so a kill in that instant leaves a file the sweep removes.
+
 The temporary folder itself is chosen without writing in it (`choose_temporary_folder`):
 Python's own choice leaves a file of no name of ours behind when the process is killed at
 the wrong moment.
@@ -15,6 +20,7 @@ the wrong moment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -26,10 +32,16 @@ _ENVIRONMENT = ("TMPDIR", "TEMP", "TMP")
 _SYSTEM = ("/tmp", "/var/tmp", "/usr/tmp")
 
 
+def scratch_prefix() -> str:
+    """The start of the name of every file or folder this process makes in the temporary
+    folder itself (what it makes inside a scratch folder goes with the folder)."""
+    return f"{PREFIX}{os.getpid()}-"
+
+
 def scratch_folder() -> tempfile.TemporaryDirectory[str]:
     """A new folder in the temporary folder for one export's spilled files, named by this
     process; removed with everything in it when the context exits."""
-    return tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-")
+    return tempfile.TemporaryDirectory(prefix=scratch_prefix())
 
 
 def choose_temporary_folder() -> str:
@@ -60,8 +72,8 @@ def choose_temporary_folder() -> str:
 
 
 def sweep(root: str | Path | None = None) -> int:
-    """Remove the scratch folders under `root` (the temporary folder by default) whose
-    writer is no longer running; how many were removed."""
+    """Remove the scratch folders and files under `root` (the temporary folder by default)
+    whose writer is no longer running; how many were removed."""
     folder = Path(root) if root is not None else Path(tempfile.gettempdir())
     removed = 0
     try:
@@ -70,9 +82,16 @@ def sweep(root: str | Path | None = None) -> int:
         return 0
     for entry in entries:
         pid = _writer(entry.name)
-        if pid is None or process_alive(pid) or not entry.is_dir(follow_symlinks=False):
+        if pid is None or process_alive(pid):
             continue
-        shutil.rmtree(entry.path, ignore_errors=True)  # another worker may sweep it too
+        # Another worker may sweep it too: whichever comes second finds nothing.
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        elif entry.is_file(follow_symlinks=False):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+        else:
+            continue  # a link or anything else: not made by tempfile
         removed += 1
     return removed
 

@@ -47,10 +47,10 @@ async def serve(
         backend = await open_backend(settings, inject=inject)
         try:
             readiness.opened(reachability_check(backend, settings, operations))
-            # What workers killed mid-workbook left in the temporary folder (worker/scratch.py).
+            # What killed workers left in the temporary folder (worker/scratch.py).
             swept = await asyncio.to_thread(sweep)
             if swept:
-                get_logger().info("scratch_swept", folders=swept)
+                get_logger().info("scratch_swept", removed=swept)
 
             def turn_handler() -> MessageHandler:
                 from worker.handler import TurnHandler

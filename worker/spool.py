@@ -48,6 +48,7 @@ from operator import itemgetter
 from typing import IO, Any, cast
 
 from handlers.serialisers.csv_file import PlainCsvBatch
+from worker.scratch import scratch_prefix
 
 # Spooled bytes kept in memory before the file is made: a headline turn's ~60 KB never
 # touch the disk; 4 MB was 3 MB of a 1M-row export's peak RSS (~39 against 42 MB).
@@ -211,7 +212,11 @@ class RowSpool:
         batch: tuple[tuple[str, ...], Any] | list[dict[str, Any]],
     ) -> None:
         if self._file is None:
-            self._file = tempfile.SpooledTemporaryFile(max_size=_MEMORY_BYTES, mode="w+b")  # noqa: SIM115
+            # On disk past its memory share: anonymous, or named for the sweep where it
+            # cannot be (worker/scratch.py).
+            self._file = tempfile.SpooledTemporaryFile(  # noqa: SIM115
+                max_size=_MEMORY_BYTES, mode="w+b", prefix=scratch_prefix()
+            )
         self._file.seek(self._end)  # rows() may have left the position anywhere
         data = marshal.dumps(batch)
         self._file.write(data)

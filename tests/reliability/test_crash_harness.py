@@ -184,7 +184,7 @@ def test_a_writer_killed_mid_workbook_leaves_a_folder_the_next_worker_sweeps(
     )
     assert started.returncode == 0, started.stderr.decode()[-2000:]
     assert list(temporary.iterdir()) == []
-    assert b'"event": "scratch_swept"' in started.stderr
+    assert b'"event": "scratch_swept"' in started.stderr and b'"removed": 1' in started.stderr
 
 
 def test_crash_points_are_off_unless_named_and_fire_as_a_kill(tmp_path: Path) -> None:

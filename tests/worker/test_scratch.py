@@ -4,6 +4,7 @@ export ends, and a worker killed mid-workbook leaves a folder the next worker sw
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import pytest
 from workbooks import PATH, write_workbook
 
 from worker import scratch
+from worker.digest_file import DigestFile
+from worker.spool import RowSpool
 
 OTHER_PREFIX = "other-program-"
 assert len(OTHER_PREFIX) == len(scratch.PREFIX)
@@ -35,10 +38,15 @@ def _folder(root: Path, name: str) -> Path:
     return folder
 
 
-def test_sweep_removes_the_folders_of_writers_no_longer_running(tmp_path: Path) -> None:
+def test_sweep_removes_the_folders_and_files_of_writers_no_longer_running(
+    tmp_path: Path,
+) -> None:
     dead = _folder(tmp_path, f"export-worker-{_dead_pid()}-abc")
-    assert scratch.sweep(tmp_path) == 1
-    assert not dead.exists()
+    # A spool or digest file named where the file system makes no anonymous ones.
+    named = tmp_path / f"export-worker-{_dead_pid()}-def"
+    named.write_bytes(b"")
+    assert scratch.sweep(tmp_path) == 2
+    assert not dead.exists() and not named.exists()
 
 
 def test_sweep_keeps_the_folders_of_running_writers_and_everything_else(tmp_path: Path) -> None:
@@ -53,13 +61,15 @@ def test_sweep_keeps_the_folders_of_running_writers_and_everything_else(tmp_path
                 # Another program's folder, its prefix as long as ours.
                 _folder(tmp_path, f"{OTHER_PREFIX}{_dead_pid()}-abc"),
             ]
-            stray = tmp_path / f"export-worker-{_dead_pid()}-file"
-            stray.write_text("a file, not a folder")
+            live_file = tmp_path / f"export-worker-{alive.pid}-file"
+            live_file.write_text("another running worker's spool")
+            link = tmp_path / f"export-worker-{_dead_pid()}-link"
+            link.symlink_to(kept[0])  # not something tempfile makes
             assert scratch.sweep(tmp_path) == 0
         finally:
             alive.kill()
     assert all(folder.exists() for folder in kept)
-    assert stray.exists()
+    assert live_file.exists() and link.is_symlink()
 
 
 def test_sweep_of_a_missing_folder_removes_nothing(tmp_path: Path) -> None:
@@ -190,3 +200,48 @@ print("opened:", opened)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "opened: []"
     assert list(temporary.iterdir()) == []
+
+
+@pytest.fixture
+def no_anonymous_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A file system that cannot make anonymous files (O_TMPFILE), as overlayfs before Linux
+    6.6: Python's TemporaryFile names the file and removes the name. The names it opens."""
+    named: list[str] = []
+    real_open = os.open
+
+    def refusing(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported", path)
+        if flags & os.O_CREAT:
+            named.append(os.path.basename(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing)
+    return named
+
+
+def test_a_digest_file_that_cannot_be_anonymous_is_named_for_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_anonymous_files: list[str]
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with DigestFile() as store:
+        store.append(b"0123456789abcdef")
+        assert store.read(0, 16) == b"0123456789abcdef"
+    assert no_anonymous_files and all(
+        name.startswith(scratch.scratch_prefix()) for name in no_anonymous_files
+    )
+    assert list(tmp_path.iterdir()) == []  # the name was removed at once
+
+
+def test_a_row_spool_that_cannot_be_anonymous_is_named_for_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_anonymous_files: list[str]
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    rows = [{"n": n, "text": f"{n:0200d}"} for n in range(5000)]  # past its memory share
+    with RowSpool() as spool:
+        spool.extend("a", rows)
+        assert list(spool.rows("a")) == rows
+    assert no_anonymous_files and all(
+        name.startswith(scratch.scratch_prefix()) for name in no_anonymous_files
+    )
+    assert list(tmp_path.iterdir()) == []
