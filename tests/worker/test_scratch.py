@@ -203,16 +203,18 @@ print("opened:", opened)
 
 
 @pytest.fixture
-def no_anonymous_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """A file system that cannot make anonymous files (O_TMPFILE), as overlayfs before Linux
-    6.6: Python's TemporaryFile names the file and removes the name. The names it opens."""
+def no_anonymous_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """`tmp_path` as the temporary folder, on a file system that cannot make anonymous files
+    (O_TMPFILE), as overlayfs before Linux 6.6: Python's TemporaryFile names the file there
+    and removes the name. The names of the files created in it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     named: list[str] = []
     real_open = os.open
 
     def refusing(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
         if flags & os.O_TMPFILE == os.O_TMPFILE:
             raise OSError(errno.EOPNOTSUPP, "Operation not supported", path)
-        if flags & os.O_CREAT:
+        if flags & os.O_CREAT and str(path).startswith(f"{tmp_path}{os.sep}"):
             named.append(os.path.basename(path))
         return real_open(path, flags, *args, **kwargs)
 
@@ -221,9 +223,8 @@ def no_anonymous_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_a_digest_file_that_cannot_be_anonymous_is_named_for_the_sweep(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_anonymous_files: list[str]
+    tmp_path: Path, no_anonymous_files: list[str]
 ) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with DigestFile() as store:
         store.append(b"0123456789abcdef")
         assert store.read(0, 16) == b"0123456789abcdef"
@@ -234,9 +235,8 @@ def test_a_digest_file_that_cannot_be_anonymous_is_named_for_the_sweep(
 
 
 def test_a_row_spool_that_cannot_be_anonymous_is_named_for_the_sweep(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_anonymous_files: list[str]
+    tmp_path: Path, no_anonymous_files: list[str]
 ) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     rows = [{"n": n, "text": f"{n:0200d}"} for n in range(5000)]  # past its memory share
     with RowSpool() as spool:
         spool.extend("a", rows)
