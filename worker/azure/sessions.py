@@ -78,16 +78,22 @@ PARK_POLL_SECONDS = 0.1
 log = get_logger()
 
 
-def settle_deadline(sdk_timeout: float, backstop: float = BACKSTOP_SECONDS) -> float:
-    """Seconds a settlement may take before our deadline ends it: the SDK's wait for the
-    service to confirm the disposition, then its re-settlement over the management link
-    (the client's `try_timeout`), each `sdk_timeout`.
+def settle_sdk_bound(sdk_timeout: float) -> float:
+    """Seconds the SDK itself may take over a settlement: its wait for the service to
+    confirm the disposition, then its re-settlement over the management link (the client's
+    `try_timeout`), each `sdk_timeout`.
 
     azure-servicebus 7.15 waits for that confirmation for the receiver's `timeout`
     configuration, 60 s unless given: every receiver that settles is built with
     `timeout=sdk_timeout`, so that a settlement meeting a network gone silent ends as soon as
     every other call does (and a shutdown fits the replica's termination grace)."""
-    return 2 * sdk_timeout + backstop
+    return 2 * sdk_timeout
+
+
+def settle_deadline(sdk_timeout: float, backstop: float = BACKSTOP_SECONDS) -> float:
+    """Seconds a settlement may take before our deadline ends it: the SDK's bound and the
+    backstop."""
+    return settle_sdk_bound(sdk_timeout) + backstop
 
 
 class SessionLimits(msgspec.Struct, frozen=True):
@@ -360,7 +366,7 @@ class AzureSession:
         raw = self._holding(message).raw
         self._held = None
         try:
-            await self._call(lambda: settle(raw), 2 * self._limits.timeout)
+            await self._call(lambda: settle(raw), settle_sdk_bound(self._limits.timeout))
         except BaseException:
             # Its outcome is unknown: the message may still be locked to this session, and
             # the next receive would hand out the one behind it first. Given up, the
