@@ -206,20 +206,17 @@ print("opened:", opened)
 def no_anonymous_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """`tmp_path` as the temporary folder, on a file system that cannot make anonymous files
     (O_TMPFILE), as overlayfs before Linux 6.6: Python's TemporaryFile names the file there
-    and removes the name. The names of the files created in it."""
+    and removes the name. The names of the files opened in it."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    named: list[str] = []
     real_open = os.open
 
     def refusing(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if flags & os.O_TMPFILE == os.O_TMPFILE:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:  # opened on the folder itself
             raise OSError(errno.EOPNOTSUPP, "Operation not supported", path)
-        if flags & os.O_CREAT and str(path).startswith(f"{tmp_path}{os.sep}"):
-            named.append(os.path.basename(path))
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", refusing)
-    return named
+    return _opened_under(tmp_path, monkeypatch)
 
 
 def test_a_digest_file_that_cannot_be_anonymous_is_named_for_the_sweep(
