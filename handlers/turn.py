@@ -376,6 +376,18 @@ def _confined(inp: TurnInput, refs: Sequence[ResultRef]) -> tuple[ResultRef, ...
     return tuple(refs)
 
 
+def _completed_at(inp: TurnInput) -> datetime:
+    """When the turn completed, for the download file name: the event's `occurred_at`; when
+    that does not parse, the reply's `created_at`, so that a redelivery or a replay names
+    the file alike; the clock only when neither parses."""
+    at = parse_timestamp(inp.event.occurred_at)
+    if at is None:
+        reply_id = inp.event.reply_message_id
+        reply = next((m for m in reversed(inp.messages) if m.id == reply_id), None)
+        at = parse_timestamp(reply.created_at) if reply is not None else None
+    return at or inp.now
+
+
 def _plan(
     inp: TurnInput,
     request: ExportRequest,
@@ -389,7 +401,7 @@ def _plan(
     action = None
     if selection is not None and len(selection.actions) == 1:
         action = selection.actions[0]
-    at = parse_timestamp(event.occurred_at) or inp.now
+    at = _completed_at(inp)
     eid = export_id(event.conversation_id, event.turn_id, fmt)
     if table is not None:
         table = without_secret_columns(table)

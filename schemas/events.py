@@ -50,7 +50,7 @@ class TurnCompleted(Model, frozen=True, kw_only=True):
         str,
         msgspec.Meta(
             description="RFC 3339; stamps the download file name (a value that does not parse "
-            "leaves the stamp to the worker's clock)."
+            "leaves the stamp to the reply message's created_at, else the worker's clock)."
         ),
     ]
     conversation_id: _PathId

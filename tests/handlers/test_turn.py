@@ -703,9 +703,16 @@ def test_the_file_is_named_after_its_one_group_else_export() -> None:
     assert outcome.file_name.startswith("export_")
 
 
-def test_an_event_time_that_does_not_parse_stamps_the_file_with_the_clock() -> None:
+def test_an_event_time_that_does_not_parse_stamps_the_file_with_the_replys_time() -> None:
+    # A redelivery or a replay of the event then names the file alike: the clock would not.
     chat = history_then_a_csv_two_turns_later()
     event = chat.event().model_copy(update={"occurred_at": "last tuesday"})
+    reply = next(m for m in chat.messages if m["id"] == event.reply_message_id)
+    reply["created_at"] = "2026-11-20T10:15:30.25+01:00"  # in its own offset, as the event's
+    outcome, _, _ = drive(chat.messages, chat.artifacts, event)
+    assert isinstance(outcome, phases.ExportPlan)
+    assert outcome.file_name == "history_20261120_101530.csv"
+    reply["created_at"] = "yesterday"  # neither parses: the clock stamps it
     outcome, _, _ = drive(chat.messages, chat.artifacts, event)
     assert isinstance(outcome, phases.ExportPlan)
     assert outcome.file_name == f"history_{NOW:%Y%m%d_%H%M%S}.csv"
