@@ -36,8 +36,9 @@ The text is read sentence by sentence; each mention of a format is judged in its
   that the data already is in ("the data is in json", "I have it in csv"; "make sure it's
   in csv" asks).
 - A conversion target is a mention right after "to", "into", "as" (not "as well as",
-  "such as") or "in" (not "in the": that is where something is), with an optional
-  article or file name between ("to XML", "as a csv", "in excel", "as data.csv").
+  "such as") or "in" (not "in the": that is where something is), or an arrow ("->", "=>",
+  "→", "⇒", spaced or not), with an optional article or file name between ("to
+  XML", "as a csv", "in excel", "as data.csv", "json -> csv").
 - Several requested: the first conversion target wins ("convert JSON to XML", "the json
   as csv"), else the first mentioned. "excel" and "spreadsheet" mean csv when csv is
   requested anywhere in the text ("a csv I can open in excel"); an explicit "xlsx"/"xls"
@@ -226,10 +227,12 @@ _STEM: Final = re.compile(r"[\w-]+")
 # from inside the run would start later than the one from its start): the search does not
 # read a long run again from each of its positions.
 _TARGET_BEFORE: Final = re.compile(
-    r"(?:(?<!\w)(?P<word>\w+)\s+)?\b(?P<prep>to|into|as|in)\s+(?P<article>(?:a|an|the)\s+)?"
-    r"(?:[\w-]+\.)?$",
+    r"(?:(?:(?<!\w)(?P<word>\w+)\s+)?\b(?P<prep>to|into|as|in)\s+|(?:->|=>|\u2192|\u21d2)\s*)"
+    r"(?P<article>(?:a|an|the)\s+)?(?:[\w-]+\.)?$",
     _I,
 )
+# An arrow names what to convert into as "to" does ("json -> csv", "xlsx→json").
+_ARROWS: Final = ("->", "=>", "\u2192", "\u21d2")
 # "as well as json", "such as csv": comparisons, not conversions.
 _NOT_TARGET_BEFORE_AS: Final = frozenset({"well", "such", "same", "soon", "long", "much", "far"})
 
@@ -350,18 +353,22 @@ class _Pieces:
         on (the piece holding the mention among them when it starts inside one), which holds
         every match of the patterns read before a mention: each ends at the mention and
         spans at most that many (`_PHRASE_PIECES`). None when no match can end there: the
-        text ends inside a piece that is not a file name's stem ("data.")."""
+        text ends inside a piece, neither at an arrow ("json->") nor after a file name's
+        stem that starts the piece or follows an arrow ("data.", "json->data.")."""
         text = self.sentence
         k = bisect_left(self.starts, position)  # the pieces that start before the mention
-        if position and not text[position - 1].isspace():
+        if (
+            position
+            and not text[position - 1].isspace()
+            and not text.endswith(_ARROWS, 0, position)
+        ):
             if text[position - 1] != ".":
                 return None
             at = bisect_left(self.stem_ends, position - 1)
-            if (
-                at == len(self.stem_ends)
-                or self.stem_ends[at] != position - 1
-                or self.stem_starts[at] != self.starts[k - 1]
-            ):
+            if at == len(self.stem_ends) or self.stem_ends[at] != position - 1:
+                return None
+            stem = self.stem_starts[at]
+            if stem != self.starts[k - 1] and not text.endswith(_ARROWS, 0, stem):
                 return None
         return text[self.starts[k - _PHRASE_PIECES] if k > _PHRASE_PIECES else 0 : position]
 
@@ -371,7 +378,7 @@ def _is_target(before: str) -> bool:
     found = _TARGET_BEFORE.search(before)
     if found is None:
         return False
-    prep = found.group("prep").lower()
+    prep = (found.group("prep") or "").lower()  # empty after an arrow
     if prep == "as" and (found.group("word") or "").lower() in _NOT_TARGET_BEFORE_AS:
         return False
     # "in the spreadsheet" is where something is; "in a spreadsheet" is what to make.

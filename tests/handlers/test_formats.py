@@ -193,6 +193,12 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("target", "convert my csv to excel", "xlsx"),
     ("target", "give me the xml in json", "json"),
     ("target", "here is my csv, can you make it json?", "json"),
+    # an arrow names the target as "to" does, spaced or not
+    ("target", "json -> csv", "csv"),
+    ("target", "xlsx→json please", "json"),
+    ("target", "convert the readings.json => xml", "xml"),
+    ("target", "csv ⇒ json?", "json"),
+    ("negation", "don't convert json -> csv", None),
     ("target", "Review the attached JSON and give me an XML version", "xml"),
     ("target", "don't convert to xml, give me json", "json"),
     ("target", "a csv as well as json", "csv"),

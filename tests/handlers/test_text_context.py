@@ -37,7 +37,7 @@ _WORDS = (
     "filter", "sorted", "by", "group", "top", "per", "hour", "raw", "data", "all", "hourly",
     "well", "such", "same", "have", "got", "already", "we", "we've", "they", "it", "them",
     "are", "stored", "currently", "some", "these", "sure", "make", "here's", "here", "is",
-    ",", ".", ";", ":", "?", "!", "-", "(", ")", "1001", "1002",
+    ",", ".", ";", ":", "?", "!", "-", "(", ")", "->", "=>", "→", "1001", "1002",
     "2026-11-19", "5", "10-minute", "/mnt/exports/2026/readings.json", "日本語のテキスト",
     "report.csv.csv", "x-foo", "it's", "a'b'c",
     "1234567890" * 25, "a" * 260, "語" * 120,
@@ -193,6 +193,26 @@ def test_what_the_user_holds_is_read_however_many_words_say_it(
     text: str, expected: str | None
 ) -> None:
     assert detect_format(text) == expected
+
+
+# Formats joined by arrows, spaced or not, among a few words: a target right after an arrow
+# with nothing between is read as the whole text would read it.
+_ARROW_TEXTS = st.lists(
+    st.tuples(
+        _choice("csv", "json", "xml", "excel", "data.csv", "a", "to", "not", "convert", "1001"),
+        _choice("->", " -> ", "=>", "\u2192", " \u21d2 ", " ", "", ", ", "."),
+    ),
+    max_size=12,
+).map(lambda pairs: "".join(word + sep for word, sep in pairs))
+
+
+@settings(max_examples=600, deadline=None)
+@given(_ARROW_TEXTS)
+def test_a_target_after_an_arrow_is_judged_as_the_whole_text_would(text: str) -> None:
+    read = detect_format(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(formats._Pieces, "phrase_before", _whole_phrase)
+        assert detect_format(text) == read
 
 
 _NUMBERS = " ".join(str(n) for n in range(1001, 1046))
