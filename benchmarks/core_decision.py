@@ -342,6 +342,15 @@ def main(argv: list[str] | None = None) -> int:
             lambda: whole_story(joined, joined_artifacts),
         )
     )
+    # mentions joined by arrows: every one a conversion target inside one piece of text
+    arrows, arrows_artifacts = long_request_input(40_000, "csv->")
+    cases.append(
+        (
+            'headline, its request 40,000 characters of "csv->" (8,000 joined targets)',
+            7,
+            lambda: whole_story(arrows, arrows_artifacts),
+        )
+    )
     shared = shared_id_history(8_000)
     assert len(pair(shared)) == 2 and len(feed_pages(8_000).source_artifacts) == 8_000
     request, names = request_naming_data(5_000)

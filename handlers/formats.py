@@ -354,23 +354,35 @@ class _Pieces:
         every match of the patterns read before a mention: each ends at the mention and
         spans at most that many (`_PHRASE_PIECES`). None when no match can end there: the
         text ends inside a piece, neither at an arrow ("json->") nor after a file name's
-        stem that starts the piece or follows an arrow ("data.", "json->data.")."""
+        stem that starts the piece or follows an arrow ("data.", "json->data.").
+
+        After an arrow inside a piece only the arrow's target pattern can match (every
+        other one ends in a space), so the phrase is the arrow on: a piece of thousands of
+        joined arrows ("csv->csv->...") is not read again for each of its mentions."""
         text = self.sentence
         k = bisect_left(self.starts, position)  # the pieces that start before the mention
-        if (
-            position
-            and not text[position - 1].isspace()
-            and not text.endswith(_ARROWS, 0, position)
-        ):
+        if position and not text[position - 1].isspace():
+            arrow = _arrow_before(text, position)
+            if arrow is not None:
+                return text[arrow:position]
             if text[position - 1] != ".":
                 return None
             at = bisect_left(self.stem_ends, position - 1)
             if at == len(self.stem_ends) or self.stem_ends[at] != position - 1:
                 return None
             stem = self.stem_starts[at]
-            if stem != self.starts[k - 1] and not text.endswith(_ARROWS, 0, stem):
-                return None
+            if stem != self.starts[k - 1]:
+                arrow = _arrow_before(text, stem)
+                return None if arrow is None else text[arrow:position]
         return text[self.starts[k - _PHRASE_PIECES] if k > _PHRASE_PIECES else 0 : position]
+
+
+def _arrow_before(text: str, end: int) -> int | None:
+    """Where an arrow that ends at `end` starts, or None."""
+    for arrow in _ARROWS:
+        if text.endswith(arrow, 0, end):
+            return end - len(arrow)
+    return None
 
 
 def _is_target(before: str) -> bool:

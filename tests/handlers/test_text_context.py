@@ -215,6 +215,17 @@ def test_a_target_after_an_arrow_is_judged_as_the_whole_text_would(text: str) ->
         assert detect_format(text) == read
 
 
+@pytest.mark.parametrize("unit", ["csv->", "json->data.", "xml\u2192json=>"])
+def test_a_piece_of_joined_arrows_is_not_read_again_for_each_mention(unit: str) -> None:
+    # One piece holding thousands of mentions: each one's phrase is its arrow on, not the
+    # piece from its start (which made the message's cost grow with its length squared).
+    text = unit * 2000
+    pieces = formats._Pieces(text)
+    phrases = [pieces.phrase_before(m.start) for m in formats._mentions(text)]
+    assert len(phrases) >= 2000
+    assert max(len(p or "") for p in phrases) <= len("->data.")
+
+
 _NUMBERS = " ".join(str(n) for n in range(1001, 1046))
 
 
