@@ -18,7 +18,8 @@ a table the model composed. Derived means one of these, not negated in its claus
   and is not derived
 - selection: "only/just the ... columns", dropping, skipping, leaving out or renaming
   columns, "filter",
-  "only the rows where ...", comparisons with a number ("> 12.4", "greater than 3"),
+  "only the rows where ...", comparisons with a number ("> 12.4", "greater than 3",
+  "above 12 V", "below 0"),
   "top 10", "first 20 rows"
 - ordering: "sorted by", "order by", ascending/descending. A sort is derived: the raw
   rows keep call order, so only a table the model wrote can honour it.
@@ -89,7 +90,8 @@ _DERIVED: Final = _cues(
     r"\bfilter\w*",
     r"\bonly\s+(?:the\s+)?(?:rows|samples|entries|records|values|readings|lines|items|ones)"
     r"\s+(?:where|with|from|for|that|which|above|below|over|under|after|before|since)\b",
-    r"[<>]=?\s*-?\d|\b(?:greater|less|more|higher|lower)\s+than\s+-?\d",
+    r"[<>]=?\s*-?\d|\b(?:greater|less|more|higher|lower)\s+than\s+-?\d"
+    r"|\b(?:above|below|exceeding)\s+[-+]?\d",
     r"\b(?:top|bottom)\s+\d+\b|\b(?:first|last)\s+\d+\s+(?:rows|lines|records|entries)\b",
     # ordering
     r"\b(?:sort(?:ed|ing|s)?|order(?:ed)?)\s+(?:\w+\s+){0,2}?by\b",

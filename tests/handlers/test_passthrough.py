@@ -32,6 +32,8 @@ PLAIN: list[str] = [
     "convert the json to xml",
     "include the id column and export as csv",
     "export all 900 rows, the total, as csv",
+    "export the samples listed above as csv",
+    "the 12 readings above, as csv",
     "add the data to a csv",
     # A cue negated within four words, and "mean" as a verb after speech words.
     "export a csv, no need for any calculation",
@@ -57,6 +59,9 @@ DERIVED: list[str] = [
     "break it down by site and export as csv",
     "bin by site and export as csv",
     "export readings > 12.4 as csv",
+    "csv of the readings above 12 V",
+    "export the temperatures below -5 to json",
+    "readings exceeding 100 as xlsx",
     "export the first 20 rows as csv",
     "export the readings in descending order as csv",
     "export the std of the readings as csv",
