@@ -290,8 +290,12 @@ def _split_current_turn(inp: TurnInput) -> tuple[list[Message], list[Message]]:
     return current, messages[:user_at]
 
 
+def _with_id(messages: Sequence[Message], message_id: str) -> Message | None:
+    return next((m for m in messages if m.id == message_id), None)
+
+
 def _reply(current: Sequence[Message], reply_id: str) -> AssistantMessage | None:
-    reply = next((m for m in current if m.id == reply_id), None)
+    reply = _with_id(current, reply_id)
     return reply if isinstance(reply, AssistantMessage) else None
 
 
@@ -382,8 +386,7 @@ def _completed_at(inp: TurnInput) -> datetime:
     the file alike; the clock only when neither parses."""
     at = parse_timestamp(inp.event.occurred_at)
     if at is None:
-        reply_id = inp.event.reply_message_id
-        reply = next((m for m in reversed(inp.messages) if m.id == reply_id), None)
+        reply = _with_id(inp.messages, inp.event.reply_message_id)
         at = parse_timestamp(reply.created_at) if reply is not None else None
     return at or inp.now
 
