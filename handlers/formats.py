@@ -223,16 +223,17 @@ _ASKS_BEFORE_HELD: Final = _MODALS | {"ensure", "check", "verify", "confirm"}
 _MAKES_SURE: Final = frozenset({"", "make", "making", "be"})
 _PIECE: Final = re.compile(r"\S+")
 _STEM: Final = re.compile(r"[\w-]+")
+# An arrow names what to convert into as "to" does ("json -> csv", "xlsx→json").
+_ARROWS: Final = ("->", "=>", "\u2192", "\u21d2")
 # The word before the preposition starts where a run of word characters starts (a match
 # from inside the run would start later than the one from its start): the search does not
 # read a long run again from each of its positions.
 _TARGET_BEFORE: Final = re.compile(
-    r"(?:(?:(?<!\w)(?P<word>\w+)\s+)?\b(?P<prep>to|into|as|in)\s+|(?:->|=>|\u2192|\u21d2)\s*)"
+    r"(?:(?:(?<!\w)(?P<word>\w+)\s+)?\b(?P<prep>to|into|as|in)\s+"
+    rf"|(?:{'|'.join(map(re.escape, _ARROWS))})\s*)"
     r"(?P<article>(?:a|an|the)\s+)?(?:[\w-]+\.)?$",
     _I,
 )
-# An arrow names what to convert into as "to" does ("json -> csv", "xlsx→json").
-_ARROWS: Final = ("->", "=>", "\u2192", "\u21d2")
 # "as well as json", "such as csv": comparisons, not conversions.
 _NOT_TARGET_BEFORE_AS: Final = frozenset({"well", "such", "same", "soon", "long", "much", "far"})
 
