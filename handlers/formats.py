@@ -24,7 +24,7 @@ The text is read sentence by sentence; each mention of a format is judged in its
   looking ("see", "view", "list", "print", "copy") asks only for a conversion target:
   "could I see it as json?" requests json, "can you see the csv?" nothing. A fragment that
   names a conversion target with no verb before it asks for it ("and in xml?"). "Do it in
-  csv" is an imperative, not a question.
+  csv" and "do a csv" are imperatives, not questions ("do csv files ..." asks one).
 - A mention of what the user already has is the input, not the output, and does not
   request: a mention right after "this", "these", "my", "our", "attached", "uploaded",
   "existing", ... (one adjective may sit between: "my sales spreadsheet"), after "from"
@@ -114,8 +114,11 @@ _WH_QUESTION_START: Final = re.compile(
 _WH_START: Final = re.compile(r"(?:what|how|why|which|who|whom|whose|when|where)\b", _I)
 _AUX_START: Final = re.compile(
     r"(?:is|are|was|were|am|does|did|should|must|has|have|had|isn't|aren't|doesn't|didn't"
-    # "do it in csv", "do that as json" are imperatives ("do you", "does it" ask)
-    r"|do(?!\s+(?:it|that|this|so|the\s+same)\b))\b(?!\s+not\b)",
+    # "do it in csv", "do that as json", "do a csv" are imperatives ("do you", "does it",
+    # "do csv files ..." ask)
+    r"|do(?!\s+(?:it|that|this|so|the\s+same)\b)"
+    r"(?!\s+(?:(?:a|an|one|the)\s+)?(?:csvs?|json|xml|xlsx?|excel|spreadsheets?|pdfs?|docx"
+    r"|markdown)\b(?!\s+(?:files|documents|formats)\b)))\b(?!\s+not\b)",
     _I,
 )
 

@@ -165,6 +165,10 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("polite", "ok do it in csv", "csv"),  # an imperative, not a question
     ("polite", "Do the same in xml", "xml"),
     ("polite", "Do you have a csv", None),
+    ("polite", "do csv", "csv"),  # "do" before a format it names is an imperative
+    ("polite", "please do a csv, not xml", "csv"),
+    ("polite", "do the json again", "json"),
+    ("polite", "do csv files support unicode", None),  # ... and before its files, a question
     ("polite", "can I open it in excel?", None),
     # several named: the first mentioned wins
     ("first", "csv or json", "csv"),
