@@ -39,6 +39,11 @@ The text is read sentence by sentence; each mention of a format is judged in its
   "such as") or "in" (not "in the": that is where something is), or an arrow ("->", "=>",
   "→", "⇒", spaced or not), with an optional article or file name between ("to
   XML", "as a csv", "in excel", "as data.csv", "json -> csv").
+- A correction takes back the formats requested before it: "actually", "sorry", "I
+  mean(t)", "or rather", "wait", "on second thought", "correction", "make that", "change
+  it to", "no" before a pause ("json - no, csv"), or "instead" after the later mention
+  ("a csv instead"). It adds instead when "also", "both", "plus", "another" come between
+  or "too"/"as well" right after ("actually, a json too").
 - Several requested: the first conversion target wins ("convert JSON to XML", "the json
   as csv"), else the first mentioned. "excel" and "spreadsheet" mean csv when csv is
   requested anywhere in the text ("a csv I can open in excel"); an explicit "xlsx"/"xls"
@@ -270,6 +275,21 @@ _SPEAKERS: Final = frozenset(
 )  # fmt: skip
 _TARGET_WORDS: Final = frozenset({"to", "into", "as", "in", "a", "an", "the"})
 
+# Words that take back the formats asked for before them: "json, sorry, I meant csv", "xml.
+# no wait, csv", "export json. Actually, make it csv". "No" corrects when a pause follows
+# it ("json - no, csv"); before a format it refuses that format ("no json").
+_CORRECTION: Final = re.compile(
+    r"\b(?:actually|sorry|correction|i\s+mean|i\s+meant|or\s+rather|on\s+second\s+thoughts?"
+    r"|scratch\s+that|make\s+that|chang(?:e|ed)\s+(?:that|it)\s+to|changed\s+my\s+mind"
+    r"|wait\b(?!\s+(?:for|until|till|on)\b))|\bno\b(?=\s*(?:[,.!;:]|[-\u2013\u2014]))",
+    _I,
+)
+# "a csv instead" replaces what was asked for before ("instead of json" refuses json).
+_INSTEAD_AFTER: Final = re.compile(r"\w+\s+(?:[a-z]+\s+){0,2}?instead\b(?!\s+of\b)", _I)
+# After a correction, words that add a format to the ones asked for, before it or after it.
+_ADDITION: Final = re.compile(r"\b(?:also|additionally|both|plus|another)\b", _I)
+_ADDED_AFTER: Final = re.compile(r"\w+\s*(?:[a-z]+\s+){0,2}?(?:too|as\s+well)\b", _I)
+
 _SentenceKind = Literal["statement", "polite", "fragment", "interrogative"]
 
 
@@ -277,8 +297,29 @@ def detect_format(text: str) -> RequestFormat | None:
     """The format a user message requests, or None."""
     normalised = text.replace("\u2019", "'").replace("\u2018", "'")
     requested: list[_Mention] = []
-    for sentence in _sentences(normalised):
-        requested.extend(_requested_in(sentence))
+    # The last correction read after a format was asked for: its sentence's index and its
+    # position in it.
+    correction: tuple[int, int] | None = None
+    for index, sentence in enumerate(_sentences(normalised)):
+        corrections = [m.start() for m in _CORRECTION.finditer(sentence)]
+        read = 0  # the sentence's corrections read so far
+        for mention in _requested_in(sentence):
+            while read < len(corrections) and corrections[read] < mention.start:
+                if requested:
+                    correction = (index, corrections[read])
+                read += 1
+            # a correction, or "instead" after the mention, takes back what was asked for
+            # before ("json, sorry, I meant csv", "json. csv instead"), unless it adds to
+            # it ("actually, a json too")
+            if requested and (
+                (correction is not None and not _adds(sentence, index, correction, mention))
+                or _INSTEAD_AFTER.match(sentence, mention.start)
+            ):
+                requested.clear()
+            correction = None
+            requested.append(mention)
+        if requested and read < len(corrections):
+            correction = (index, corrections[-1])
     if not requested:
         return None
     csv_requested = any(m.format == "csv" for m in requested)
@@ -288,6 +329,17 @@ def detect_format(text: str) -> RequestFormat | None:
 
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def _adds(sentence: str, index: int, correction: tuple[int, int], mention: _Mention) -> bool:
+    """Whether the words from a correction to a mention, or the few words after it, add a
+    format rather than replace one ("actually, can you also make a json?", "actually, a
+    json too"). `index`: the sentence's; each stretch is read once."""
+    since = correction[1] if correction[0] == index else 0
+    return (
+        _ADDITION.search(sentence, since, mention.start) is not None
+        or _ADDED_AFTER.match(sentence, mention.start) is not None
+    )
 
 
 def _requested_in(sentence: str) -> list[_Mention]:

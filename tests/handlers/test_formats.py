@@ -176,6 +176,26 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("first", "xml, or json if xml is hard", "xml"),
     ("first", "xlsx and csv", "xlsx"),
     ("first", "make a pdf and a csv", "pdf"),
+    # a correction takes back the formats asked for before it; "also" or "too" adds one
+    ("correction", "json, sorry, I meant csv", "csv"),
+    ("correction", "xml. no wait, csv", "csv"),
+    ("correction", "json - no, csv", "csv"),
+    ("correction", "make json. Actually, make it csv", "csv"),
+    ("correction", "export json, or rather csv", "csv"),
+    ("correction", "create a json file. On second thought, csv", "csv"),
+    ("correction", "export as json. Correction: csv", "csv"),
+    ("correction", "export json. Make it csv instead.", "csv"),
+    ("correction", "export json. a csv file instead", "csv"),
+    ("correction", "convert the json to xml. actually, make it csv", "csv"),
+    ("correction", "make xml. actually, convert the json to csv", "csv"),  # a target again
+    ("correction", "csv. actually excel", "xlsx"),  # the csv it yielded to is taken back
+    ("correction", "Make a csv. Actually, can you also make a json?", "csv"),
+    ("correction", "Make a csv. Actually, a json too", "csv"),
+    ("correction", "export csv. actually, not json", "csv"),  # nothing asked after it
+    ("correction", "export csv, actually I mean all of it", "csv"),
+    ("correction", "sorry, can you export a csv and a json", "csv"),  # nothing asked before
+    ("correction", "make the csv, I'll wait for the json", "csv"),  # waiting, not a correction
+    ("correction", "can you redo it as json instead of csv", "json"),
     # "excel" and "spreadsheet" mean xlsx unless csv is named
     ("excel", "export to excel", "xlsx"),
     ("excel", "a csv I can open in excel", "csv"),
@@ -313,6 +333,13 @@ def test_polite_question_requests(text: str, expected: RequestFormat | None) -> 
 
 @pytest.mark.parametrize(("text", "expected"), _cases("first"))
 def test_first_mentioned_format_wins(text: str, expected: RequestFormat | None) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("correction"))
+def test_a_correction_takes_back_the_formats_asked_for_before_it(
+    text: str, expected: RequestFormat | None
+) -> None:
     assert detect_format(text) == expected
 
 

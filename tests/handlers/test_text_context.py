@@ -39,7 +39,8 @@ _WORDS = (
     "are", "stored", "currently", "some", "these", "sure", "make", "here's", "here", "is",
     ",", ".", ";", ":", "?", "!", "-", "(", ")", "->", "=>", "→", "1001", "1002",
     "2026-11-19", "5", "10-minute", "/mnt/exports/2026/readings.json", "日本語のテキスト",
-    "report.csv.csv", "x-foo", "it's", "a'b'c",
+    "report.csv.csv", "x-foo", "it's", "a'b'c", "actually", "sorry", "wait", "meant", "also",
+    "too",
     "1234567890" * 25, "a" * 260, "語" * 120,
 )  # fmt: skip
 _SEPARATORS = st.sampled_from([" ", " ", " ", "  ", "\t", "\n", "\u00a0", "\u3000", ",", ""])
