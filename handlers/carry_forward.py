@@ -118,11 +118,16 @@ _SHAPE_QUESTION: Final = re.compile(
     r"|\binclude\s+(?:only\s+)?(?:the\s+)?[\w-]+\s+(?:and|&)\s+[\w-]+\s+(?:columns|fields)\b"
     # "one line per reading": a row by another name
     r"|\b(?:each|every|one|a|single)\s+(?:line|entry|record)\s+(?:per|for\s+each)\b"
-    # the grain: every sample, or one row per period
-    r"|\b(?:raw|individual|all)\s+(?:[\w-]+\s+)?(?:or|vs\.?|versus)\s+(?:the\s+)?"
+    # the grain: every sample, or one row per period ("the raw samples, or hourly averages?")
+    r"|\b(?:raw|individual|all)(?:\s+[\w-]+)?,?\s+(?:or|vs\.?|versus)\s+(?:the\s+)?"
     r"(?:hourly|daily|weekly|monthly|per-\w+|aggregated|averaged|summari[sz]ed)\b"
-    r"|\b(?:hourly|daily|weekly|monthly|aggregated|averaged)\s+(?:[\w-]+\s+)?(?:or|vs\.?"
-    r"|versus)\s+(?:the\s+)?(?:raw|individual|all)\b",
+    r"|\b(?:hourly|daily|weekly|monthly|aggregated|averaged)(?:\s+[\w-]+)?,?\s+(?:or|vs\.?"
+    r"|versus)\s+(?:the\s+)?(?:raw|individual|all)\b"
+    # how fields become columns: "flatten the nested fields into separate columns?", "use
+    # the original field names?"
+    r"|\bflatten\w*|\b(?:separate|individual|its\s+own|their\s+own)\s+(?:columns?|fields?)\b"
+    r"|\b(?:use|keep|prefer|want)\s+(?:the\s+)?(?:[\w-]+\s+)?(?:column|field)\s+"
+    r"(?:names|headers|order)\b",
     re.IGNORECASE,
 )
 # A reply that says it delivered the file answered; a question after it offers more

@@ -80,6 +80,13 @@ def reply(content: str | None, clarification: bool | None = None) -> AssistantMe
         "Quick question: columns?",
         "Should I export rows per sensor or per reading?",
         "What format for the rows?",
+        # The grain with a pause before its "or"; how fields become columns.
+        "Do you want the raw samples, or hourly averages?",
+        "Hourly averages, or the raw samples?",
+        "Should I flatten the nested fields into separate columns?",
+        "Should nested objects be flattened (e.g. location.lat, location.lon)?",
+        "Should each sensor get its own column?",
+        "Should the header row use the original field names?",
     ],
 )
 def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -> None:
@@ -106,6 +113,8 @@ def test_short_question_about_rows_or_columns_is_a_clarification(content: str) -
         "Did you know the status field is deprecated?",
         "Which metrics would you like me to chart next?",
         "Did you know the timestamp column is in UTC?",
+        "Did you know the field names changed?",
+        "Here is the CSV. Should I flatten the nested fields too?",
         "Do you want a chart of the voltage?",
         "Any particular reason you need this?",
         # Questions about which data, not about the rows' shape or columns.
