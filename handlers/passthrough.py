@@ -17,7 +17,8 @@ a table the model composed. Derived means one of these, not negated in its claus
   values; "one row per sample" (or per reading, record, instance) is the raw grain
   and is not derived
 - selection: "only/just the ... columns", dropping, skipping, leaving out or renaming
-  columns, "filter",
+  columns, keeping or selecting some ("keep all columns", "keep the column names" and
+  "without renaming the columns" select nothing; "all columns except unit" does), "filter",
   "only the rows where ...", comparisons with a number ("> 12.4", "greater than 3",
   "above 12 V", "below 0"),
   "top 10", "first 20 rows"
@@ -29,6 +30,9 @@ summary, average, percentage, difference, delta, ratio, "daily data") is set asi
 its words are among the words of the turn's current groups: "export the weather forecast
 as csv" after `get_forecast`. A turn with no groups of its own asks the window's group a
 reach-back would export instead (`handlers.turn`).
+
+A computation the user says they will do is not asked for ("so I can calculate the
+mean", "I'll do the filtering myself"): `_is_users_own`.
 
 A cue's negation and the "I" of "I mean" are read back from the cue only as far as those
 words lie (`handlers/context.py`), so a long message costs time in proportion to its length.
@@ -83,10 +87,19 @@ _DERIVED: Final = _cues(
     rf"\b(?:per|by|every|each)\s+(?:\d+\s*(?:-\s*)?)?{_TIME_UNIT}\b",
     r"\b(?:re|down|up)sampl\w*|\b(?:bucket|bin)(?:s|ed|ing|ned|ning)?\s+(?:by|per|into)\b",
     # selection
-    r"\b(?:only|just|select(?:ed|ing)?|keep(?:ing)?|drop(?:ping)?|remov(?:e|ing)"
-    r"|exclud(?:e|ing)|without|renam(?:e|ing)|reorder(?:ing)?|except|omit(?:ting)?"
-    r"|hid(?:e|ing)|skip(?:ping)?|ignor(?:e|ing)|leav(?:e|ing)\s+out|delet(?:e|ing)"
-    r"|strip(?:ping)?)\b[^.;!?\n]{0,60}?\b(?:columns?|fields?|cols?)\b",
+    # ("without changing the columns" refuses a change: its "without" selects nothing)
+    r"\b(?:only|just|drop(?:ping)?|remov(?:e|ing)"
+    r"|exclud(?:e|ing)|without(?!\s+[a-z]+ing\b)|renam(?:e|ing)|reorder(?:ing)?|except"
+    r"|omit(?:ting)?|hid(?:e|ing)|skip(?:ping)?|ignor(?:e|ing)|leav(?:e|ing)\s+out"
+    r"|delet(?:e|ing)|strip(?:ping)?)\b[^.;!?\n]{0,60}?\b(?:columns?|fields?|cols?)\b",
+    # keeping or selecting all the columns, or their names or order, selects nothing
+    r"\b(?:select(?:ed|ing)?|keep(?:ing)?)\b"
+    r"(?:(?!\b(?:all|every|each|original|same|existing)\b)[^.;!?\n]){0,60}?"
+    r"\b(?:columns?|fields?|cols?)\b(?!\s+(?:names?|order|headers?|as\s+(?:they\s+are|is))\b)",
+    # ... unless some are taken out: "all columns except unit", "every field but the id"
+    r"\b(?:all|every)\s+(?:(?:of\s+)?the\s+)?(?:columns?|fields?|cols?)\s+"
+    r"(?:except|but(?!\s+(?:only|just|for|in|with|as|to)\b)|apart\s+from|other\s+than"
+    r"|besides|excluding|minus|save)\b",
     r"\bfilter\w*",
     r"\bonly\s+(?:the\s+)?(?:rows|samples|entries|records|values|readings|lines|items|ones)"
     r"\s+(?:where|with|from|for|that|which|above|below|over|under|after|before|since)\b",
@@ -126,6 +139,14 @@ _CLAUSE_BREAK: Final = re.compile(r"[,;:!?()\n]|\.\s|\s[-–—]\s")
 _WORD: Final = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _NEGATIONS: Final = frozenset({"no", "not", "never", "without", "nor", "dont", "cannot"})
 _NEGATION_WINDOW: Final = 4
+# The user's own computation: the words read back for it, and the words that may stand
+# between "I will" and the cue ("I'll do the", "so I can work out the").
+_OWN_WINDOW: Final = 8
+_OWN_BETWEEN: Final = frozenset(
+    {"do", "the", "a", "an", "it", "them", "this", "that", "these", "those", "all", "some",
+     "any", "my", "our", "own", "of", "calculate", "compute", "work", "out", "figure",
+     "then", "just", "later"}
+)  # fmt: skip
 
 
 def is_derived_request(
@@ -137,11 +158,11 @@ def is_derived_request(
     normalised = text.replace("\u2019", "'")
     for pattern in _DERIVED:
         for match in pattern.finditer(normalised):
-            if not _is_negated(normalised, match.start()):
+            if not _is_refused_or_own(normalised, match.start()):
                 return True
     for pattern in _MAY_NAME_DATA:
         for match in pattern.finditer(normalised):
-            if _is_negated(normalised, match.start()):
+            if _is_refused_or_own(normalised, match.start()):
                 continue
             named = subject_words(match.group())
             if names_data is not None and named and names_data(named):
@@ -149,9 +170,15 @@ def is_derived_request(
             return True
     return any(
         not _is_speech_mean(normalised, match.start())
-        and not _is_negated(normalised, match.start())
+        and not _is_refused_or_own(normalised, match.start())
         for match in _MEAN.finditer(normalised)
     )
+
+
+def _is_refused_or_own(text: str, position: int) -> bool:
+    """Whether the cue at `position` is refused or is the user's own work, not a request."""
+    words = words_before(text, position, _OWN_WINDOW, _WORD, _CLAUSE_BREAK)
+    return _is_negated(words) or _is_users_own(words)
 
 
 def _is_speech_mean(text: str, position: int) -> bool:
@@ -159,7 +186,33 @@ def _is_speech_mean(text: str, position: int) -> bool:
     return bool(words) and words[-1] in _SPEECH_BEFORE_MEAN
 
 
-def _is_negated(text: str, position: int) -> bool:
-    """Whether "no", "not", "without", ... shortly before the cue in its clause refuses it."""
-    words = words_before(text, position, _NEGATION_WINDOW, _WORD, _CLAUSE_BREAK)[-_NEGATION_WINDOW:]
-    return any(w.endswith("n't") or w in _NEGATIONS for w in words)
+def _is_negated(clause: list[str]) -> bool:
+    """Whether "no", "not", "without", ... shortly before the cue in its clause refuses it.
+    `clause`: the clause's words before the cue, its last `_NEGATION_WINDOW` at least."""
+    return any(w.endswith("n't") or w in _NEGATIONS for w in clause[-_NEGATION_WINDOW:])
+
+
+def _is_users_own(clause: list[str]) -> bool:
+    """Whether the user says they will do the computation: "I will compute the averages
+    myself", "so I can calculate the mean", "I'll do the filtering", "we're going to
+    average it". The subject and its "will", "can" or "going to" stand right before the
+    cue, or before a verb of computation and function words ("I'll work out the
+    averages"); "I will need the hourly averages" asks for them. `clause`: as for
+    `_is_negated`, its last `_OWN_WINDOW` words at least."""
+    words = clause[-_OWN_WINDOW:]
+    at = len(words)
+    while at and words[at - 1] in _OWN_BETWEEN:
+        at -= 1
+    before = words[:at]
+    if before[-1:] in (["i'll"], ["we'll"]):
+        return True
+    if len(before) >= 2 and before[-2] in ("i", "we") and before[-1] in ("will", "can"):
+        return True
+    # "i'm going to", "we are going to", "i plan to"
+    if before[-2:] in (["going", "to"], ["plan", "to"], ["planning", "to"]):
+        subject = before[:-2]
+        return subject[-1:] in (["i'm"], ["we're"], ["i"], ["we"]) or subject[-2:] in (
+            ["i", "am"],
+            ["we", "are"],
+        )
+    return False

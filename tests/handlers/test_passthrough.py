@@ -233,3 +233,71 @@ def test_a_typographic_apostrophe_negates_as_a_plain_one_does() -> None:
 
 def test_the_word_before_mean_is_read_however_far_back_it_lies_in_its_clause() -> None:
     assert not is_derived_request("export the rows as csv, I" + " " * 300 + "mean all of them")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export to csv, keep all columns",
+        "export to csv, keep every field",
+        "select all columns and export to csv",
+        "export to csv, keep the original column names",
+        "export to csv, keep the column order",
+        "export to csv, keep the columns as they are",
+        "export to csv without changing any columns",
+        "export to csv without renaming the columns",
+        "export all columns but only for sat-07 to csv",
+    ],
+)
+def test_keeping_every_column_or_changing_none_selects_nothing(text: str) -> None:
+    assert not is_derived_request(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export to csv, keep only the voltage column",
+        "export to csv, keep voltage and current columns",
+        "select the voltage column and export to csv",
+        "export to csv without the unit column",
+        "export to csv, keep all columns except unit",
+        "include all fields but the id, as csv",
+        "export every column apart from the id as csv",
+    ],
+)
+def test_keeping_some_columns_or_all_but_some_is_a_selection(text: str) -> None:
+    assert is_derived_request(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export to csv; I will compute the averages myself",
+        "csv please, I'll do the filtering myself",
+        "export all the data as csv so I can calculate the mean",
+        "export to csv so I can average it later",
+        "export the raw rows as csv, we're going to aggregate them in Power BI",
+        "export the raw data, I am going to compute the statistics",
+        "export the rows as csv, I plan to filter them later",
+        "export as csv, I'll work out the averages",
+    ],
+)
+def test_a_computation_the_user_will_do_is_not_asked_for(text: str) -> None:
+    assert not is_derived_request(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I will need the hourly averages as csv",
+        "I'll need the average per hour in a csv",
+        "export csv so you can calculate the mean",
+        "please calculate the mean, I will then export it myself",
+        "I will want it sorted by time",
+        "I can send the file on, once you have averaged it",
+    ],
+)
+def test_a_computation_the_user_asks_for_is_derived_though_they_speak_of_themselves(
+    text: str,
+) -> None:
+    assert is_derived_request(text)

@@ -40,7 +40,7 @@ _WORDS = (
     ",", ".", ";", ":", "?", "!", "-", "(", ")", "->", "=>", "→", "1001", "1002",
     "2026-11-19", "5", "10-minute", "/mnt/exports/2026/readings.json", "日本語のテキスト",
     "report.csv.csv", "x-foo", "it's", "a'b'c", "actually", "sorry", "wait", "meant", "also",
-    "too",
+    "too", "will", "i'll", "going", "compute",
     "1234567890" * 25, "a" * 260, "語" * 120,
 )  # fmt: skip
 _SEPARATORS = st.sampled_from([" ", " ", " ", "  ", "\t", "\n", "\u00a0", "\u3000", ",", ""])
