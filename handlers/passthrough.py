@@ -7,12 +7,14 @@ a table the model composed. Derived means one of these, not negated in its claus
 ("don't summarise", "without averaging", "no filtering"):
 
 - calculation: calculate, compute, average, mean (not "I mean"), median, sum, total of,
-  count of, min/max, statistics, percentile, trend, correlation, ...
+  count of, "the number of samples per site", min/max, statistics, percentile, trend,
+  correlation, a histogram, ...
 - summary and labelling: summarize/summarise, summary, classify, categorize, rank
 - grouping and reshaping: group by, aggregate, pivot, transpose, unpivot, wide/long
   format, deduplicate/unique/distinct
 - new columns and changed values: "add a (new) column", "round ... to 2 decimals",
-  "convert ... to fahrenheit", "total energy per site"
+  "convert ... to fahrenheit" (or to local time, UTC, another time zone), "multiplied by
+  1000", "total energy per site", "joined with the site names"
 - resampling: "one row per <time unit>", per/by/every <time unit>, resample, hourly
   values; "one row per sample" (or per reading, record, instance) is the raw grain
   and is not derived
@@ -22,11 +24,13 @@ a table the model composed. Derived means one of these, not negated in its claus
   "only the rows where ...", comparisons with a number ("> 12.4", "greater than 3",
   "above 12 V", "below 0"),
   "top 10", "first 20 rows"
-- ordering: "sorted by", "order by", ascending/descending. A sort is derived: the raw
+- ordering: "sorted by", "order by", ascending/descending, "newest first", "highest
+  ones first". A sort is derived: the raw
   rows keep call order, so only a table the model wrote can honour it.
 
 A cue that is also a name of data (forecast, peak, max, anomaly, trend, statistics,
-summary, average, percentage, difference, delta, ratio, "daily data") is set aside when
+summary, average, percentage, difference, delta, ratio, histogram, count, "daily data") is
+set aside when
 its words are among the words of the turn's current groups: "export the weather forecast
 as csv" after `get_forecast`. A turn with no groups of its own asks the window's group a
 reach-back would export instead (`handlers.turn`).
@@ -78,10 +82,17 @@ _DERIVED: Final = _cues(
     r"|new|extra|another|more)\s+)+(?:columns?|fields?)\b",
     r"\bround(?:s|ed|ing)?\b[^.;!?\n]{0,40}?\b(?:to|at)\s+(?:\d+|one|two|three)\s+"
     r"(?:decimals?|decimal\s+places|places|digits|significant)\b",
-    r"\bconvert(?:s|ed|ing)?\b[^.;!?\n]{0,40}?\b(?:to|into)\s+(?:degrees\s+)?"
+    r"\bconvert(?:s|ed|ing)?\b[^.;!?\n]{0,40}?\b(?:to|into)\s+(?:the\s+|degrees\s+)?"
     r"(?:fahrenheit|celsius|kelvin|centigrade|metric|imperial|miles|kilometers|kilometres"
-    r"|percent(?:ages?)?)\b",
+    r"|percent(?:ages?)?|local\s+time|utc|gmt|epoch|unix\s+time|(?:[a-z]+\s+)?time\s*zones?)\b",
     r"\btotal\s+[a-z]+\s+(?:per|by|for\s+each)\b",
+    # arithmetic on the values: "multiplied by 1000", "divide the values by 10"
+    r"\b(?:multipl(?:y|ies|ied|ying)|divid(?:e|es|ed|ing)|scal(?:e|es|ed|ing))\s+"
+    r"(?:[\w-]+\s+){0,3}?by\s+[-+]?\d",
+    # counting per something: "the number of samples per instance", "how many readings by site"
+    r"\b(?:number|how\s+many)\s+(?:of\s+)?(?:[\w-]+\s+){1,2}?(?:per|by|for\s+each|in\s+each)\b",
+    # joining the data with other data: "joined with the site names"
+    r"\bjoin(?:s|ed|ing)?\s+(?:[\w-]+\s+){0,3}?(?:with|on)\b",
     # resampling
     rf"\b(?:one|a|single)\s+row\s+(?:per|for\s+each|each|every)\s+(?:\d+\s*(?:-\s*)?)?{_TIME_UNIT}\b",
     rf"\b(?:per|by|every|each)\s+(?:\d+\s*(?:-\s*)?)?{_TIME_UNIT}\b",
@@ -109,6 +120,8 @@ _DERIVED: Final = _cues(
     # ordering
     r"\b(?:sort(?:ed|ing|s)?|order(?:ed)?)\s+(?:\w+\s+){0,2}?by\b",
     r"\b(?:ascending|descending)\b|\breverse\s+(?:chronological\s+)?order\b",
+    r"\b(?:newest|latest|most\s+recent|oldest|earliest|highest|lowest|largest|smallest)"
+    r"\s+(?:ones?\s+)?(?:first|last|on\s+top)\b",
 )
 
 
@@ -122,7 +135,7 @@ _MAY_NAME_DATA: Final = _cues(
     r"\bstandard\s+deviations?\b|\bvariances?\b|\bstat(?:s|istics?)\b",
     r"\b(?:max|maxima|minima|minimum|maximum|highest|lowest|peak)\b",
     r"\b(?:trends?|correlat\w*|regressions?|anomal\w*|outliers?|forecast\w*)\b",
-    r"\b(?:percentages?|differences?|deltas?|growth\s+rates?|ratios?)\b",
+    r"\b(?:percentages?|differences?|deltas?|growth\s+rates?|ratios?|histograms?|counts?)\b",
     r"\bsummar(?:y|ies|ize|ized|izes|izing|ise|ised|ises|ising)\b",
     r"\b(?:hourly|daily|weekly|monthly|yearly)\s+(?:values|rows|buckets|figures|readings"
     r"|samples|intervals|data|means|maxima|minima)\b",

@@ -35,6 +35,9 @@ PLAIN: list[str] = [
     "export the samples listed above as csv",
     "the 12 readings above, as csv",
     "add the data to a csv",
+    "export the newest data as csv",
+    "export the 900 samples to csv, the number of rows doesn't matter",
+    "I'll join you later, export csv",
     # A cue negated within four words, and "mean" as a verb after speech words.
     "export a csv, no need for any calculation",
     "export csv, no mean",
@@ -102,6 +105,20 @@ DERIVED: list[str] = [
     "convert the temperatures to fahrenheit and export as csv",
     "make a csv of the total energy per site",
     "export a csv with percentages",
+    # an order by age or size, arithmetic and time zones on the values, counts, joins
+    "export the readings newest first as csv",
+    "export the highest ones first as csv",
+    "export a csv with the values multiplied by 1000",
+    "divide the values by 10 and export csv",
+    "export the timestamps converted to local time as csv",
+    "convert the timestamps to the local time zone and export csv",
+    "convert the timestamps to UTC and export csv",
+    "export a histogram of the values as csv",
+    "export the count as csv",
+    "export how many readings per site as csv",
+    "export the number of samples per instance as csv",
+    "export the data joined with the site names as csv",
+    "join the readings on the site id and export csv",
 ]
 
 
