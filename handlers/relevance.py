@@ -10,13 +10,16 @@ which the worker already holds in the messages it read: scoring reads no artifac
 Words are split on every character that is not a letter or a digit, then again at
 lower-to-upper case and letter/digit boundaries, and lower-cased: `BatteryVoltage1` gives
 `battery`, `voltage`, `1`; `list_parameter_history` gives `list`, `parameter`, `history`.
-A group's score is the number of distinct subject words among its words.
+Each word of both sides is folded to its singular (`singular`): "voltages" names a group of
+`get_voltage_history`. A group's score is the number of distinct subject words among its
+words.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
 from itertools import chain
 from typing import Any, Final
 
@@ -75,6 +78,7 @@ _FUNCTION_WORDS: Final = frozenset(
 STOP_WORDS: Final = _FORMAT_WORDS | _ASKING_WORDS | _FUNCTION_WORDS
 
 _PIECES: Final = re.compile(r"[^\W_]+")
+_SIBILANTS: Final = ("s", "x", "z", "ch", "sh")
 
 
 def words(text: str) -> Iterator[str]:
@@ -95,12 +99,38 @@ def words(text: str) -> Iterator[str]:
 
 
 def subject_words(request_text: str) -> frozenset[str]:
-    """The words a request names its data by: no short, all-digit or stop words."""
+    """The words a request names its data by: no short, all-digit or stop words, each
+    folded to its singular (`singular`)."""
     return frozenset(
-        word
+        folded
         for word in words(request_text)
-        if len(word) >= MIN_WORD_CHARS and not word.isdigit() and word not in STOP_WORDS
+        if len(word) >= MIN_WORD_CHARS
+        and not word.isdigit()
+        and word not in STOP_WORDS
+        and (folded := singular(word)) not in STOP_WORDS
     )
+
+
+@lru_cache(maxsize=65536)
+def singular(word: str) -> str:
+    """A word with a regular English plural ending taken off, so "voltages" names a group
+    of `voltage` and "batteries" one of `battery_id`: "-ies" becomes "-y", "-es" after s, x,
+    z, ch or sh goes, and a final "s" goes except after s, u or i ("class", "status",
+    "analysis" stay). Subject words and group words are folded alike, so two words that
+    are equal stay equal."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith("es") and word[:-2].endswith(_SIBILANTS):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _probe(word: str) -> str:
+    """A part of a folded word that every word folding to it holds ("batter" of "battery",
+    which "batteries" folds to): `group_score`'s check that a text may hold it."""
+    return word[:-1] if word.endswith("y") else word
 
 
 def group_words(
@@ -109,9 +139,13 @@ def group_words(
     columns: Iterable[str],
     citation_results: Iterable[Any],
 ) -> frozenset[str]:
-    """The words of a group: action name, call argument strings, columns, citation strings."""
+    """The words of a group: action name, call argument strings, columns, citation strings,
+    each folded to its singular."""
     return frozenset(
-        chain.from_iterable(map(words, _texts(action, arguments, columns, citation_results)))
+        map(
+            singular,
+            chain.from_iterable(map(words, _texts(action, arguments, columns, citation_results))),
+        )
     )
 
 
@@ -135,6 +169,7 @@ def group_score(
     ascii_only = all(word.isascii() for word in subject)
     found: set[str] = set()
     missing = list(subject)  # the subject words no text gave yet
+    probes = {word: _probe(word) for word in subject}
     seen: set[str] = set()
     for text in _texts(action, arguments, columns, citation_results):
         if text in seen:
@@ -145,11 +180,11 @@ def group_score(
             # of adds nothing.
             lowered = text.lower()
             for word in missing:
-                if word in lowered:
+                if probes[word] in lowered:
                     break
             else:
                 continue
-        found.update(word for word in words(text) if word in subject)
+        found.update(folded for folded in map(singular, words(text)) if folded in subject)
         if len(found) == len(subject):
             break
         missing = [word for word in missing if word not in found]

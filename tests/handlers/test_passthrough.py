@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from handlers.passthrough import is_derived_request
+from handlers.relevance import singular
 
 PLAIN: list[str] = [
     "create a csv",
@@ -165,8 +166,11 @@ def test_a_cue_that_is_the_datas_own_name_is_no_computation(
     text: str, data_words: set[str]
 ) -> None:
     # A tool's "forecast", a "peak_power" column: the request names the data it retrieved.
+    # the group's words, folded as relevance folds them
+    group = {singular(word) for word in data_words}
+
     def names_data(named: frozenset[str]) -> bool:
-        return not named.isdisjoint(data_words)
+        return not named.isdisjoint(group)
 
     assert is_derived_request(text)  # with nothing to compare against, still a cue
     assert not is_derived_request(text, names_data)

@@ -74,10 +74,10 @@ def test_stop_words_hold_the_specs_list(word: str) -> None:
 
 def test_english_function_words_are_stop_words_too() -> None:
     # SPEC 5 step 7's stop words include English function words, beyond the listed ones.
-    assert subject_words("csv of only the battery readings, though") == {"battery", "readings"}
+    assert subject_words("csv of only the battery readings, though") == {"battery", "reading"}
     assert subject_words("the battery readings before and after the outage") == {
         "battery",
-        "readings",
+        "reading",
         "outage",
     }
 
@@ -96,7 +96,42 @@ def test_group_words_come_from_action_arguments_columns_and_citation_strings() -
 
 def test_truncated_citation_string_loses_only_the_marker() -> None:
     found = group_words("a", [], [], ["Voltage readings…[truncated 120 chars]"])
-    assert found == {"a", "voltage", "readings"}
+    assert found == {"a", "voltage", "reading"}
+
+
+@pytest.mark.parametrize(
+    ("plural", "singular_"),
+    [("voltages", "voltage"), ("batteries", "battery"), ("boxes", "box"),
+     ("switches", "switch"), ("statuses", "status"), ("alarms", "alarm")],
+)  # fmt: skip
+def test_a_plural_and_its_singular_name_the_same_group(plural: str, singular_: str) -> None:
+    assert subject_words(f"export the {plural} to csv") == {singular_}
+    assert group_words(f"get_{singular_}_history", [], [], []) == {"get", singular_, "history"}
+    assert group_words(f"list_{plural}", [], [], []) == {"list", singular_}
+
+
+@pytest.mark.parametrize("word", ["status", "class", "analysis", "gas", "bus"])
+def test_a_word_that_is_no_regular_plural_is_kept(word: str) -> None:
+    assert relevance.singular(word) == word
+
+
+def test_a_plural_folding_to_a_stop_word_is_no_subject_word() -> None:
+    assert subject_words("the exports as csv") == frozenset()
+
+
+def test_reach_back_a_plural_names_the_group_of_its_singular() -> None:
+    chat = Chat()
+    chat.user("get the battery voltage history")
+    chat.tools(("get_voltage_history", {"items": [{"t": i, "voltage": 12.0} for i in range(50)]}))
+    chat.reply("Got 50 voltage samples.")
+    chat.user("now the temperature history")
+    chat.tools(("get_temperature_history", {"items": [{"t": i, "celsius": 20} for i in range(40)]}))
+    chat.reply("Got 40 temperature samples.")
+    chat.user("export the voltages to csv")
+    chat.reply("Here is the CSV.")
+    outcome, _, rows = drive(chat.messages, chat.artifacts, chat.event())
+    assert isinstance(outcome, story.ExportPlan) and outcome.why is not None
+    assert outcome.why.rule == "reach_back_named" and len(rows) == 50
 
 
 def test_score_counts_distinct_subject_words_found() -> None:
@@ -322,6 +357,8 @@ _GROUP_TEXT = (
             "list_parameter_history",
             "<dict with 3 keys>",
             "Volt…[truncated 9 chars]",
+            "BATTERIES_voltages",
+            "battery-Boxes classes",
         ]
     )
 )
@@ -329,7 +366,9 @@ _GROUP_TEXT = (
 
 @given(
     subject=st.frozensets(
-        st.sampled_from(["battery", "voltage", "kelvin", "οδος", "σας", "ǆa", "i̇d", "volt"])
+        st.sampled_from(
+            ["battery", "voltage", "kelvin", "οδος", "σας", "ǆa", "i̇d", "volt", "box", "class"]
+        )
         | st.text(alphabet="akzοσςß0İı", min_size=1, max_size=5),
         max_size=4,
     ),
