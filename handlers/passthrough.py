@@ -111,7 +111,7 @@ _DERIVED: Final = _cues(
     r"\b(?:all|every)\s+(?:(?:of\s+)?the\s+)?(?:columns?|fields?|cols?)\s+"
     r"(?:except|but(?!\s+(?:only|just|for|in|with|as|to)\b)|apart\s+from|other\s+than"
     r"|besides|excluding|minus|save)\b",
-    r"\bfilter\w*",
+    r"\bfilter\w*(?!\s+(?:out\s+)?(?:nothing|none)\b)",  # "filter nothing" refuses it
     r"\bonly\s+(?:the\s+)?(?:rows|samples|entries|records|values|readings|lines|items|ones)"
     r"\s+(?:where|with|from|for|that|which|above|below|over|under|after|before|since)\b",
     r"[<>]=?\s*-?\d|\b(?:greater|less|more|higher|lower)\s+than\s+-?\d"

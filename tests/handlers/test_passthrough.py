@@ -25,6 +25,8 @@ PLAIN: list[str] = [
     "what do you mean by csv",
     "don't summarize, give me the raw rows as csv",
     "without any filtering, export everything",
+    "export the data as csv, filter nothing",
+    "export it all as csv and filter out none of it",
     "no need to calculate anything, export the data",
     # filters the retrieval already applied are not derived
     "Retrieve the last 24 hours of BatteryVoltage1 and create a csv",
