@@ -351,6 +351,15 @@ def main(argv: list[str] | None = None) -> int:
             lambda: whole_story(arrows, arrows_artifacts),
         )
     )
+    # mentions glued to a script written without spaces: each one a mention of its own
+    glued, glued_artifacts = long_request_input(40_000, "CSV\u3067")
+    cases.append(
+        (
+            'headline, its request 40,000 characters of "CSV\u3067" (10,000 glued mentions)',
+            7,
+            lambda: whole_story(glued, glued_artifacts),
+        )
+    )
     shared = shared_id_history(8_000)
     assert len(pair(shared)) == 2 and len(feed_pages(8_000).source_artifacts) == 8_000
     request, names = request_naming_data(5_000)

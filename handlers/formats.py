@@ -4,8 +4,9 @@ The text is read sentence by sentence; each mention of a format is judged in its
 
 - Mentions: csv, json, xml, xlsx ("xlsx", "xls", "excel", "spreadsheet"), pdf,
   docx ("docx", ".doc", and "word" only beside document/file/format or after in/as/to/into),
-  md ("markdown", "md" as a word). Matching ignores case and needs word boundaries, so
-  "csvs", ".csv" and "CSV" count and "jsonify" or "jsonl" do not.
+  md ("markdown", "md" as a word). Matching ignores case and needs word boundaries (of ASCII
+  letters, digits and "_"), so "csvs", ".csv", "CSV" and "CSVで" count and "jsonify" or
+  "jsonl" do not.
 - A negated mention does not request: a negation ("don't", "not", "no", "never",
   "without", "instead of", "rather than", ...) earlier in the same clause, at most eight
   words back, with no "but" and no "and <verb>" between resetting it. A format named
@@ -76,13 +77,16 @@ class _Mention(msgspec.Struct, frozen=True):
     target: bool = False  # named as what to convert into ("to xml", "as a csv")
 
 
+# A mention's word boundaries are ASCII's: "CSVで" and "CSV로" (a format glued to a script
+# written without spaces) name csv; "jsonify" and "csv_export" do not.
+_M: Final = _I | re.ASCII
 _MENTIONS: Final[tuple[tuple[RequestFormat, bool, re.Pattern[str]], ...]] = (
-    ("csv", False, re.compile(r"\bcsvs?\b", _I)),
-    ("json", False, re.compile(r"\bjson\b", _I)),
-    ("xml", False, re.compile(r"\bxml\b", _I)),
-    ("xlsx", False, re.compile(r"\bxlsx?\b", _I)),
-    ("xlsx", True, re.compile(r"\bexcel\b|\bspreadsheets?\b", _I)),
-    ("pdf", False, re.compile(r"\bpdfs?\b", _I)),
+    ("csv", False, re.compile(r"\bcsvs?\b", _M)),
+    ("json", False, re.compile(r"\bjson\b", _M)),
+    ("xml", False, re.compile(r"\bxml\b", _M)),
+    ("xlsx", False, re.compile(r"\bxlsx?\b", _M)),
+    ("xlsx", True, re.compile(r"\bexcel\b|\bspreadsheets?\b", _M)),
+    ("pdf", False, re.compile(r"\bpdfs?\b", _M)),
     (
         "docx",
         False,
@@ -90,10 +94,10 @@ _MENTIONS: Final[tuple[tuple[RequestFormat, bool, re.Pattern[str]], ...]] = (
             r"\bdocx\b|\.doc\b|\b(?:ms|microsoft)\s+word\b"
             r"|\bword\s+(?:documents?|docs?|files?|format)\b"
             r"|\b(?:in|as|to|into)\s+word\b",
-            _I,
+            _M,
         ),
     ),
-    ("md", False, re.compile(r"\bmarkdown\b|\bmd\b", _I)),
+    ("md", False, re.compile(r"\bmarkdown\b|\bmd\b", _M)),
 )
 
 # Sentence ends: terminal punctuation followed by space (so "data.csv" stays whole), newlines,
@@ -285,10 +289,12 @@ _CORRECTION: Final = re.compile(
     _I,
 )
 # "a csv instead" replaces what was asked for before ("instead of json" refuses json).
-_INSTEAD_AFTER: Final = re.compile(r"\w+\s+(?:[a-z]+\s+){0,2}?instead\b(?!\s+of\b)", _I)
+# Each starts at a mention and reads its letters only: a mention glued to more letters
+# ("CSVで" repeated) is not read to the end of the run from each mention.
+_INSTEAD_AFTER: Final = re.compile(r"\.?[a-z]+\s+(?:[a-z]+\s+){0,2}?instead\b(?!\s+of\b)", _I)
 # After a correction, words that add a format to the ones asked for, before it or after it.
 _ADDITION: Final = re.compile(r"\b(?:also|additionally|both|plus|another)\b", _I)
-_ADDED_AFTER: Final = re.compile(r"\w+\s*(?:[a-z]+\s+){0,2}?(?:too|as\s+well)\b", _I)
+_ADDED_AFTER: Final = re.compile(r"\.?[a-z]+[\s,]+(?:[a-z]+\s+){0,2}?(?:too|as\s+well)\b", _I)
 
 _SentenceKind = Literal["statement", "polite", "fragment", "interrogative"]
 

@@ -49,6 +49,11 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("boundary", "in a word, great", None),
     ("boundary", "I mean the md5 hash", None),
     ("boundary", "the xmlns attribute", None),
+    # a format glued to a script written without spaces is still named
+    ("boundary", "CSVでエクスポートしてください", "csv"),
+    ("boundary", "CSV로 내보내 주세요", "csv"),
+    ("boundary", "请导出为JSON格式", "json"),
+    ("boundary", "csv_export please", None),
     # negations do not request
     ("negation", "don't create a csv", None),
     ("negation", "please forget the csv", None),

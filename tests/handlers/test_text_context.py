@@ -228,6 +228,16 @@ def test_a_piece_of_joined_arrows_is_not_read_again_for_each_mention(unit: str) 
     assert max(len(p or "") for p in phrases) <= len("->data.")
 
 
+def test_a_mention_glued_to_another_script_is_read_as_its_own_letters() -> None:
+    # "CSVで" names csv; what is read after a mention stops at its letters, so a run of
+    # glued mentions is not read to its end from each one (a cost of its length squared).
+    assert detect_format("CSV\u3067" * 3) == "csv"
+    glued = "CSV\u3067JSON\u3067 instead"
+    assert formats._INSTEAD_AFTER.match(glued, 0) is None
+    assert formats._ADDED_AFTER.match("CSV\u3067JSON\u3067 too", 0) is None
+    assert formats._INSTEAD_AFTER.match("JSON file instead", 0) is not None
+
+
 _NUMBERS = " ".join(str(n) for n in range(1001, 1046))
 
 
