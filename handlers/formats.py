@@ -15,6 +15,9 @@ The text is read sentence by sentence; each mention of a format is judged in its
   refuses too: "forget the csv", "never mind the csv", "scrap the csv" (not "don't forget
   the csv"). Before a conversion target, a negation that describes the data ("the rows
   with no errors to csv") does not refuse it (`_describes_data`).
+- A mention after a request for code ("write a Python script that converts json to csv")
+  is what the code handles, not a request, unless a verb of asking starts a request of
+  its own between them ("..., and export it as xml"): `_code_asked_for`.
 - A mention whose nearest earlier cue in its sentence talks about the format ("what is",
   "how do I", "explain", "better than", ...) does not request.
 - In a question (ends with "?", or opens like one: "what is", "is", "does", ...) a
@@ -58,6 +61,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Final, Literal
 
@@ -296,6 +300,36 @@ _INSTEAD_AFTER: Final = re.compile(r"\.?[a-z]+\s+(?:[a-z]+\s+){0,2}?instead\b(?!
 _ADDITION: Final = re.compile(r"\b(?:also|additionally|both|plus|another)\b", _I)
 _ADDED_AFTER: Final = re.compile(r"\.?[a-z]+[\s,]+(?:[a-z]+\s+){0,2}?(?:too|as\s+well)\b", _I)
 
+# A verb of asking whose object is code: the formats named after it are what the code
+# reads or writes, not a file to make ("write a Python script that converts json to csv").
+_CODE_VERB: Final = (
+    r"\b(?:writ(?:e|ing)|creat(?:e|ing)|generat(?:e|ing)|giv(?:e|ing)\s+me|mak(?:e|ing)"
+    r"|build(?:ing)?|show\s+me|provid(?:e|ing)|need|want)\s+(?:me\s+)?"
+    r"(?:(?:a|an|some|the|this|that)\s+)?"
+)
+_CODE_LANGUAGE: Final = (
+    r"(?:python|sql|bash|shell|powershell|javascript|js|typescript|node|excel|vba|pandas|jq"
+    r"|awk|go|rust|java|kql|linux|unix|cli|vb)"
+)
+_CODE_REQUEST: Final = re.compile(
+    rf"{_CODE_VERB}(?:(?:quick|short|simple|small|little|{_CODE_LANGUAGE})\s+){{0,3}}"
+    r"(?:scripts?|functions?|snippets?|programs?|one-?liners?|macros?|query|queries"
+    r"|commands?|regex(?:es)?|regular\s+expressions?|lambdas?)\b"
+    # "code" is often data ("the code for each device"): code in a language, or written
+    rf"|{_CODE_VERB}(?:(?:quick|short|simple|small|little)\s+)?{_CODE_LANGUAGE}\s+code\b"
+    r"|\bwrit(?:e|ing)\s+(?:me\s+)?(?:(?:some|the|this|that)\s+)?code\b",
+    _I,
+)
+# What the code is to do follows it: "a script that ...", "a function to ...".
+_CODE_PURPOSE: Final = re.compile(r"\s+(?:that|which|to|for|in|using|with|so)\b", _I)
+# "..., and export it as csv": a request for a file of its own after the code's.
+_CODE_RESTART: Final = re.compile(
+    r"\b(?:and|then|also|plus|but)\s+(?:(?:then|also|please|just|now)\s+)*"
+    r"(?:create|make|export|generate|give|send|save|produce|build|output|put|convert"
+    r"|download|attach|prepare|dump|provide|share|email)\b",
+    _I,
+)
+
 _SentenceKind = Literal["statement", "polite", "fragment", "interrogative"]
 
 
@@ -355,8 +389,11 @@ def _requested_in(sentence: str) -> list[_Mention]:
     kind = _sentence_kind(sentence)
     cues, looks = _cues(sentence)
     pieces = _Pieces(sentence)
+    code = _code_asked_for(sentence)
     requested = []
     for mention in mentions:
+        if code(mention.start):
+            continue  # what code should do: "write a script that converts json to csv"
         phrase = pieces.phrase_before(mention.start)
         if phrase is not None and _is_held_in(phrase):
             continue  # the input: "the data is in json, convert it to csv"
@@ -387,6 +424,31 @@ def _requested_in(sentence: str) -> list[_Mention]:
             continue
         requested.append(replace(mention, target=target))
     return requested
+
+
+def _code_asked_for(sentence: str) -> Callable[[int], bool]:
+    """Whether a position of the sentence lies in a request for code ("write a Python
+    script that converts json to csv", "give me a SQL query that exports to csv"): after
+    a verb of asking whose object is code, with no verb of asking for a file after it
+    that starts a request of its own ("..., and export it as csv")."""
+    starts = [
+        m.start()
+        for m in _CODE_REQUEST.finditer(sentence)
+        if _CODE_PURPOSE.match(sentence, m.end())
+    ]
+    if not starts:
+        return lambda position: False
+    restarts = [m.start() for m in _CODE_RESTART.finditer(sentence)]
+
+    def in_code(position: int) -> bool:
+        at = bisect_left(starts, position + 1)
+        if not at:
+            return False
+        since = starts[at - 1]
+        # a restart after the code was asked for and before the position ends its reach
+        return bisect_left(restarts, position) == bisect_left(restarts, since)
+
+    return in_code
 
 
 # The most pieces (runs of non-whitespace) a match of a pattern read before a mention spans,

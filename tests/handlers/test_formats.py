@@ -283,6 +283,21 @@ PHRASINGS: list[tuple[str, str, RequestFormat | None]] = [
     ("input", "can I have it in json?", "json"),
     ("input", "Here's the json, convert it to xml", "xml"),
     ("input", "here is a csv I made. Make it json", "json"),
+    # a request for code: the formats after it are what the code reads or writes
+    ("code", "Write a Python script that converts json to csv", None),
+    ("code", "write a function to export the data to csv", None),
+    ("code", "Give me a SQL query that exports to csv", None),
+    ("code", "write a bash one-liner to turn the json into csv", None),
+    ("code", "Create a Python snippet that saves the readings as json", None),
+    ("code", "give me python code to convert this to csv", None),
+    ("code", "write an excel macro that sorts the rows", None),
+    # ... unless a request of its own follows, or "code" is data
+    ("code", "write a script that converts json to csv, and export the readings as xml", "xml"),
+    ("code", "write a script for it and then export the data as csv", "csv"),
+    ("code", "create a csv and a python script to load it", "csv"),
+    ("code", "give me the code for each device as csv", "csv"),
+    ("code", "give me the code and the value as csv", "csv"),
+    ("code", "export the query results to csv", "csv"),
     # nothing named
     ("none", "", None),
     ("none", "   ", None),
@@ -343,6 +358,13 @@ def test_first_mentioned_format_wins(text: str, expected: RequestFormat | None) 
 
 @pytest.mark.parametrize(("text", "expected"), _cases("correction"))
 def test_a_correction_takes_back_the_formats_asked_for_before_it(
+    text: str, expected: RequestFormat | None
+) -> None:
+    assert detect_format(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), _cases("code"))
+def test_a_request_for_code_does_not_request_the_formats_it_handles(
     text: str, expected: RequestFormat | None
 ) -> None:
     assert detect_format(text) == expected
