@@ -38,6 +38,10 @@ reach-back would export instead (`handlers.turn`).
 A computation the user says they will do is not asked for ("so I can calculate the
 mean", "I'll do the filtering myself"): `_is_users_own`.
 
+In a request for the raw rows ("the raw data", "all the rows"), a remark on output already
+shown ("thanks for the summary", "great summary!", "that average looks off") asks for
+nothing: `_is_remark`.
+
 A cue's negation and the "I" of "I mean" are read back from the cue only as far as those
 words lie (`handlers/context.py`), so a long message costs time in proportion to its length.
 
@@ -162,6 +166,33 @@ _OWN_BETWEEN: Final = frozenset(
 )  # fmt: skip
 
 
+# Remarks on output already shown ("thanks for the summary", "great summary!", "that
+# average looks off"): `_is_remark`. They ask for nothing when the request asks for the raw
+# rows: "thanks for the summary, now export it as csv" asks for the summary.
+_RAW_ROWS: Final = re.compile(
+    r"\b(?:raw|underlying|original|unprocessed|unmodified|source)\s+(?:data|rows|readings"
+    r"|samples|values|records|numbers|results|dataset)\b"
+    r"|\ball\s+(?:of\s+)?(?:the\s+)?(?:rows|readings|samples|records|data|values|results)\b"
+    r"|\bevery\s+(?:single\s+)?(?:row|reading|sample|record)\b|\bas[\s-]is\b",
+    _I,
+)
+_THANKS: Final = re.compile(
+    r"\b(?:thanks|thank\s+you|thx|ty)\s+(?:so\s+much\s+)?for(?:\s+[a-z']+){0,2}$"
+)
+_PRAISE: Final = frozenset(
+    {"great", "nice", "good", "excellent", "perfect", "awesome", "helpful", "thorough",
+     "cool", "lovely", "solid", "useful", "interesting", "neat", "fantastic", "amazing"}
+)  # fmt: skip
+_DETERMINERS: Final = frozenset({"a", "an", "the", "that", "this", "your", "those", "these"})
+_CLAUSE_END: Final = re.compile(r"\s*(?:[,;:!?()\n]|\.(?:\s|$)|$)")
+_APPRAISED: Final = re.compile(
+    r"\s+(?:[a-z]+\s+)?(?:looks?|looked|seems?|seemed|appears?|appeared|was|were"
+    r"|(?:is|are)\s+(?:wrong|off|incorrect|great|good|fine|right|helpful|weird|strange|odd"
+    r"|suspicious|too\s+\w+))\b",
+    _I,
+)
+
+
 def is_derived_request(
     text: str, names_data: Callable[[frozenset[str]], bool] | None = None
 ) -> bool:
@@ -169,29 +200,60 @@ def is_derived_request(
     reshaping). `names_data(words)`: whether the words name some of the turn's data; a cue
     of `_MAY_NAME_DATA` whose subject words do is no request for a computation."""
     normalised = text.replace("\u2019", "'")
+    raw = _asks_for_raw_rows(normalised)
     for pattern in _DERIVED:
         for match in pattern.finditer(normalised):
-            if not _is_refused_or_own(normalised, match.start()):
+            if not _asks_nothing(normalised, match, raw):
                 return True
     for pattern in _MAY_NAME_DATA:
         for match in pattern.finditer(normalised):
-            if _is_refused_or_own(normalised, match.start()):
+            if _asks_nothing(normalised, match, raw):
                 continue
             named = subject_words(match.group())
             if names_data is not None and named and names_data(named):
                 continue
             return True
     return any(
-        not _is_speech_mean(normalised, match.start())
-        and not _is_refused_or_own(normalised, match.start())
+        not _is_speech_mean(normalised, match.start()) and not _asks_nothing(normalised, match, raw)
         for match in _MEAN.finditer(normalised)
     )
 
 
-def _is_refused_or_own(text: str, position: int) -> bool:
-    """Whether the cue at `position` is refused or is the user's own work, not a request."""
-    words = words_before(text, position, _OWN_WINDOW, _WORD, _CLAUSE_BREAK)
-    return _is_negated(words) or _is_users_own(words)
+def _asks_nothing(text: str, cue: re.Match[str], raw: bool) -> bool:
+    """Whether the cue is refused, is the user's own work, or, in a request for the raw
+    rows (`raw`), is a remark on output already shown: not a request."""
+    words = words_before(text, cue.start(), _OWN_WINDOW, _WORD, _CLAUSE_BREAK)
+    return (
+        _is_negated(words) or _is_users_own(words) or (raw and _is_remark(words, text, cue.end()))
+    )
+
+
+def _asks_for_raw_rows(text: str) -> bool:
+    """Whether the request asks for the rows as they are ("the raw data", "all the rows",
+    "the underlying data", "as is"), not refused ("not the raw data")."""
+    return any(
+        not _is_negated(words_before(text, match.start(), _NEGATION_WINDOW, _WORD, _CLAUSE_BREAK))
+        for match in _RAW_ROWS.finditer(text)
+    )
+
+
+def _is_remark(clause: list[str], text: str, end: int) -> bool:
+    """Whether the cue names output the user has already seen, in a remark on it: thanks
+    for it ("thanks for the summary"), praise that is its whole clause ("great summary!"),
+    or a clause whose subject it is, said to look or to have been some way ("that average
+    looks off", "your summary was great"). `clause`: the clause's words before the cue, as
+    for `_is_users_own` (all of them when fewer than `_OWN_WINDOW`)."""
+    words = clause[-_OWN_WINDOW:]
+    if _THANKS.search(" ".join(words[-5:])):
+        return True
+    # Otherwise the clause starts at most two words before the cue.
+    if len(clause) >= _OWN_WINDOW or len(words) > 2:
+        return False
+    praised = bool(words) and words[-1] in _PRAISE and (len(words) == 1 or words[0] in _DETERMINERS)
+    if praised and _CLAUSE_END.match(text, end):
+        return True
+    subject = not words or words[0] in _DETERMINERS
+    return subject and _APPRAISED.match(text, end) is not None
 
 
 def _is_speech_mean(text: str, position: int) -> bool:

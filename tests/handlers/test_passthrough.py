@@ -324,3 +324,35 @@ def test_a_computation_the_user_asks_for_is_derived_though_they_speak_of_themsel
     text: str,
 ) -> None:
     assert is_derived_request(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "thanks for the summary, now export the raw data as csv",
+        "great summary! export the raw rows to csv",
+        "that average looks off, just export all the rows to csv",
+        "the average seems wrong; export the raw data so I can check",
+        "your summary was great. Now the raw data as csv please",
+    ],
+)
+def test_a_remark_on_output_shown_asks_nothing_beside_a_request_for_the_raw_rows(
+    text: str,
+) -> None:
+    assert not is_derived_request(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "thanks for the summary, now export it as csv",  # "it" is the summary
+        "the hourly average looks right, export it as csv",
+        "nice summary table as csv please",  # praise that is not its whole clause
+        "thank you for the data, now average all the rows per hour and export csv",
+        "great summary, but not the raw data: export it as csv",  # the raw rows refused
+    ],
+)
+def test_a_remark_on_output_shown_still_counts_without_a_request_for_the_raw_rows(
+    text: str,
+) -> None:
+    assert is_derived_request(text)
