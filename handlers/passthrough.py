@@ -246,8 +246,9 @@ def _is_remark(clause: list[str], text: str, end: int) -> bool:
     words = clause[-_OWN_WINDOW:]
     if _THANKS.search(" ".join(words[-5:])):
         return True
-    # Otherwise the clause starts at most two words before the cue.
-    if len(clause) >= _OWN_WINDOW or len(words) > 2:
+    # Otherwise the clause starts at most two words before the cue (fewer words than asked
+    # for are the whole clause).
+    if len(words) > 2:
         return False
     praised = bool(words) and words[-1] in _PRAISE and (len(words) == 1 or words[0] in _DETERMINERS)
     if praised and _CLAUSE_END.match(text, end):
