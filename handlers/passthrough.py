@@ -139,7 +139,8 @@ _MAY_NAME_DATA: Final = _cues(
     r"\bstandard\s+deviations?\b|\bvariances?\b|\bstat(?:s|istics?)\b",
     r"\b(?:max|maxima|minima|minimum|maximum|highest|lowest|peak)\b",
     r"\b(?:trends?|correlat\w*|regressions?|anomal\w*|outliers?|forecast\w*)\b",
-    r"\b(?:percentages?|differences?|deltas?|growth\s+rates?|ratios?|histograms?|counts?)\b",
+    r"\b(?:percentages?|differences?|deltas?|growth\s+rates?|ratios?|histograms?)\b",
+    r"(?<!\bi\s)(?<!\bwe\s)\bcounts?\b",  # "I count 900 rows" is no count asked for
     r"\bsummar(?:y|ies|ize|ized|izes|izing|ise|ised|ises|ising)\b",
     r"\b(?:hourly|daily|weekly|monthly|yearly)\s+(?:values|rows|buckets|figures|readings"
     r"|samples|intervals|data|means|maxima|minima)\b",

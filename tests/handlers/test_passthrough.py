@@ -41,6 +41,7 @@ PLAIN: list[str] = [
     "export the newest data as csv",
     "export the 900 samples to csv, the number of rows doesn't matter",
     "I'll join you later, export csv",
+    "I count 900 rows, export them as csv",
     # A cue negated within four words, and "mean" as a verb after speech words.
     "export a csv, no need for any calculation",
     "export csv, no mean",
