@@ -8,11 +8,14 @@ clarifying question. Per turn, from the state before it (`step`):
 1. Empty (whitespace-only) user text: `no_request`, state `Idle`, even while awaiting.
 2. The text requests pdf, docx or md: `unsupported_format`, state `Idle`; a pending
    request is dropped.
-3. From `Awaiting(F, R)`, when the text names no format or names F again: the turn
+3. From `Awaiting(F, R)`, when the whole text calls the request off ("never mind", "no
+   thanks", "cancel that", "forget it") or it refuses F by name and requests no format
+   ("forget the csv", "don't make a csv"): `no_request`, state `Idle`.
+4. From `Awaiting(F, R)`, when the text names no format or names F again: the turn
    carries request F, and R (the original request text) is what step 5 judges. Its reply
    a clarification again: `clarification_limit` (one clarification per request), else
    `request`. Either way the state becomes `Idle`.
-4. Otherwise (from `Idle`, or awaiting and another supported format is named, which
+5. Otherwise (from `Idle`, or awaiting and another supported format is named, which
    drops the pending request): no format is `no_request`; a format with a clarification
    reply is `clarification` and the state becomes `Awaiting(format, text)`; a format
    with any other reply is `request`.
@@ -36,7 +39,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from handlers.formats import detect_format
+from handlers.formats import detect_format, refused_formats
 from handlers.tables import find_table
 from schemas.documents import AssistantMessage
 from schemas.records import StateAfter
@@ -163,6 +166,21 @@ def is_clarification(reply: AssistantMessage | None) -> bool:
 
 # --- the transition ------------------------------------------------------------------------
 
+# An answer that calls the pending request off, the whole message: "never mind", "no
+# thanks", "cancel that", "actually, don't bother", "forget it". "No" alone is no such
+# answer ("Should each row be one sample?" "No"), nor is "never mind the columns".
+_CANCELS: Final = re.compile(
+    r"\s*(?:(?:ok(?:ay)?|oh|ah|hmm+|actually|well|sorry|nah|no|nope|thanks|thank\s+you)"
+    r"[\s,.!-]+)*"
+    r"(?:never\s*mind|nvm|cancel(?:\s+(?:it|that|this|the\s+(?:request|export|file)))?"
+    r"|forget\s+(?:it|that|about\s+it)|don'?t\s+bother|do\s+not\s+bother"
+    r"|no\s+thanks|no\s+thank\s+you|no\s+need|not\s+needed(?:\s+anymore)?"
+    r"|skip\s+(?:it|that)|stop|abort|scratch\s+that|leave\s+it)"
+    r"(?:[\s,.!-]+(?:then|for\s+now|after\s+all|thanks|thank\s+you|please"
+    r"|i'?ll\s+(?:do|handle|make)\s+it\s+(?:myself|later)))*[\s.!]*",
+    re.IGNORECASE,
+)
+
 
 def step(state: State, user_text: str, reply_is_clarification: bool) -> Step:
     """One turn's transition of the carry-forward state machine."""
@@ -171,6 +189,15 @@ def step(state: State, user_text: str, reply_is_clarification: bool) -> Step:
     requested = detect_format(user_text)
     if requested in UNSUPPORTED_FORMATS:
         return Step("unsupported_format", requested, False, user_text, Idle())
+    if (
+        isinstance(state, Awaiting)
+        and requested is None
+        and (
+            _CANCELS.fullmatch(user_text.replace("\u2019", "'"))
+            or state.format in refused_formats(user_text)
+        )
+    ):
+        return Step("no_request", None, False, user_text, Idle())  # "never mind", "forget the csv"
     if isinstance(state, Awaiting) and requested in (None, state.format):
         outcome: RequestOutcome = "clarification_limit" if reply_is_clarification else "request"
         return Step(outcome, state.format, True, state.request_text, Idle())

@@ -367,6 +367,16 @@ def detect_format(text: str) -> RequestFormat | None:
     return "csv" if chosen.soft and csv_requested else chosen.format
 
 
+def refused_formats(text: str) -> frozenset[RequestFormat]:
+    """The formats a user message refuses or cancels by name ("forget the csv", "don't make
+    a json"): its negated mentions."""
+    normalised = text.replace("\u2019", "'").replace("\u2018", "'")
+    refused: list[RequestFormat] = []
+    for sentence in _sentences(normalised):
+        _requested_in(sentence, refused)
+    return frozenset(refused)
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
@@ -382,7 +392,9 @@ def _adds(sentence: str, index: int, correction: tuple[int, int], mention: _Ment
     )
 
 
-def _requested_in(sentence: str) -> list[_Mention]:
+def _requested_in(sentence: str, refused: list[RequestFormat] | None = None) -> list[_Mention]:
+    """The sentence's mentions that request their format, in order; the formats of its
+    negated or cancelled mentions are appended to `refused` when given."""
     mentions = _mentions(sentence)
     if not mentions:
         return []
@@ -401,6 +413,8 @@ def _requested_in(sentence: str) -> list[_Mention]:
         # the last nine words of the clause: the negation window and the word before it
         words = words_before(sentence, mention.start, _NEGATION_WINDOW + 1, _WORD, _CLAUSE_BREAK)
         if _is_negated(words, target):
+            if refused is not None:
+                refused.append(mention.format)
             continue
         if not target and phrase is not None and _is_input(phrase):
             continue

@@ -237,6 +237,37 @@ def test_different_supported_format_drops_the_pending_one_and_is_fresh() -> None
     assert asks_again.state_after == Awaiting("json", "make it json instead")
 
 
+@pytest.mark.parametrize(
+    "answer",
+    ["never mind", "Nevermind.", "no thanks", "cancel that", "actually, don't bother",
+     "Don\u2019t bother", "forget it", "skip it", "ok never mind then",
+     "nah, forget it, thanks!", "never mind, I'll do it myself"],
+)  # fmt: skip
+def test_an_answer_that_calls_the_request_off_drops_it(answer: str) -> None:
+    assert step(_after_seed_clarification(), answer, False) == Step(
+        "no_request", None, False, answer, Idle()
+    )
+
+
+@pytest.mark.parametrize(
+    "answer", ["forget the csv", "don't make a csv, just tell me the average", "no csv needed"]
+)
+def test_an_answer_that_refuses_the_pending_format_by_name_drops_it(answer: str) -> None:
+    assert step(_after_seed_clarification(), answer, False) == Step(
+        "no_request", None, False, answer, Idle()
+    )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["no", "no, one row per minute", "never mind the columns", "never mind the json",
+     "the csv should have one row per sample"],
+)  # fmt: skip
+def test_an_answer_about_the_shape_or_another_format_still_carries(answer: str) -> None:
+    carried = step(_after_seed_clarification(), answer, False)
+    assert carried == Step("request", "csv", True, "create a csv", Idle())
+
+
 def test_same_format_named_again_is_carried() -> None:
     again = step(_after_seed_clarification(), "a csv, one row per sample", False)
     assert again == Step("request", "csv", True, "create a csv", Idle())

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from handlers.formats import detect_format
+from handlers.formats import detect_format, refused_formats
 from schemas.vocabulary import RequestFormat
 
 # (rule, text, expected): one table, split below into one test per rule.
@@ -474,3 +474,19 @@ def test_cancels_and_negations_refuse_only_within_their_clause(
 
 def test_a_semicolon_ends_a_sentence_so_a_question_before_it_does_not_swallow_a_request() -> None:
     assert detect_format("What is xml; export it as json") == "json"
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("forget the csv", {"csv"}),
+        ("don't make a json or an xml", {"json", "xml"}),
+        ("never mind the spreadsheet, a csv is fine", {"xlsx"}),
+        ("make a csv", set()),
+        ("what is a csv?", set()),  # asked about, not refused
+    ],
+)
+def test_refused_formats_are_the_negated_or_cancelled_mentions(
+    text: str, refused: set[str]
+) -> None:
+    assert refused_formats(text) == refused
