@@ -174,7 +174,7 @@ _CANCELS: Final = re.compile(
     r"[\s,.!-]+)*"
     r"(?:never\s*mind|nvm|cancel(?:\s+(?:it|that|this|the\s+(?:request|export|file)))?"
     r"|forget\s+(?:it|that|about\s+it)|don'?t\s+bother|do\s+not\s+bother"
-    r"|no\s+thanks|no\s+thank\s+you|no\s+need|not\s+needed(?:\s+anymore)?"
+    r"|no[\s,]+thanks|no[\s,]+thank\s+you|no\s+need|not\s+needed(?:\s+anymore)?"
     r"|skip\s+(?:it|that)|stop|abort|scratch\s+that|leave\s+it)"
     r"(?:[\s,.!-]+(?:then|for\s+now|after\s+all|thanks|thank\s+you|please"
     r"|i'?ll\s+(?:do|handle|make)\s+it\s+(?:myself|later)))*[\s.!]*",

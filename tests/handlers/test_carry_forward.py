@@ -239,9 +239,9 @@ def test_different_supported_format_drops_the_pending_one_and_is_fresh() -> None
 
 @pytest.mark.parametrize(
     "answer",
-    ["never mind", "Nevermind.", "no thanks", "cancel that", "actually, don't bother",
-     "Don\u2019t bother", "forget it", "skip it", "ok never mind then",
-     "nah, forget it, thanks!", "never mind, I'll do it myself"],
+    ["never mind", "Nevermind.", "no thanks", "No, thank you.", "cancel that",
+     "actually, don't bother", "Don\u2019t bother", "forget it", "skip it",
+     "ok never mind then", "nah, forget it, thanks!", "never mind, I'll do it myself"],
 )  # fmt: skip
 def test_an_answer_that_calls_the_request_off_drops_it(answer: str) -> None:
     assert step(_after_seed_clarification(), answer, False) == Step(
