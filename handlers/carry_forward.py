@@ -39,7 +39,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from handlers.formats import detect_format, refused_formats
+from handlers.formats import read_formats
 from handlers.tables import find_table
 from schemas.documents import AssistantMessage
 from schemas.records import StateAfter
@@ -186,15 +186,15 @@ def step(state: State, user_text: str, reply_is_clarification: bool) -> Step:
     """One turn's transition of the carry-forward state machine."""
     if not user_text.strip():
         return Step("no_request", None, False, user_text, Idle())
-    requested = detect_format(user_text)
+    reading = read_formats(user_text)
+    requested = reading.format
     if requested in UNSUPPORTED_FORMATS:
         return Step("unsupported_format", requested, False, user_text, Idle())
     if (
         isinstance(state, Awaiting)
         and requested is None
         and (
-            _CANCELS.fullmatch(user_text.replace("\u2019", "'"))
-            or state.format in refused_formats(user_text)
+            _CANCELS.fullmatch(user_text.replace("\u2019", "'")) or state.format in reading.refused
         )
     ):
         return Step("no_request", None, False, user_text, Idle())  # "never mind", "forget the csv"

@@ -333,17 +333,36 @@ _CODE_RESTART: Final = re.compile(
 _SentenceKind = Literal["statement", "polite", "fragment", "interrogative"]
 
 
+class FormatReading(msgspec.Struct, frozen=True):
+    """What a user message says about formats: the one it requests, and the ones it refuses
+    or cancels by name ("forget the csv", "don't make a json")."""
+
+    format: RequestFormat | None
+    refused: frozenset[RequestFormat]
+
+
 def detect_format(text: str) -> RequestFormat | None:
     """The format a user message requests, or None."""
+    return read_formats(text).format
+
+
+def refused_formats(text: str) -> frozenset[RequestFormat]:
+    """The formats a user message refuses or cancels by name: its negated mentions."""
+    return read_formats(text).refused
+
+
+def read_formats(text: str) -> FormatReading:
+    """The format a user message requests and the formats it refuses, in one reading."""
     normalised = text.replace("\u2019", "'").replace("\u2018", "'")
     requested: list[_Mention] = []
+    refused: list[RequestFormat] = []
     # The last correction read after a format was asked for: its sentence's index and its
     # position in it.
     correction: tuple[int, int] | None = None
     for index, sentence in enumerate(_sentences(normalised)):
         corrections = [m.start() for m in _CORRECTION.finditer(sentence)]
         read = 0  # the sentence's corrections read so far
-        for mention in _requested_in(sentence):
+        for mention in _requested_in(sentence, refused):
             while read < len(corrections) and corrections[read] < mention.start:
                 if requested:
                     correction = (index, corrections[read])
@@ -360,21 +379,17 @@ def detect_format(text: str) -> RequestFormat | None:
             requested.append(mention)
         if requested and read < len(corrections):
             correction = (index, corrections[-1])
+    return FormatReading(_chosen(requested), frozenset(refused))
+
+
+def _chosen(requested: list[_Mention]) -> RequestFormat | None:
+    """Of the formats requested, the one that wins: the first conversion target, else the
+    first mentioned; "excel"/"spreadsheet" yield to a csv requested beside them."""
     if not requested:
         return None
     csv_requested = any(m.format == "csv" for m in requested)
     chosen = next((m for m in requested if m.target), requested[0])
     return "csv" if chosen.soft and csv_requested else chosen.format
-
-
-def refused_formats(text: str) -> frozenset[RequestFormat]:
-    """The formats a user message refuses or cancels by name ("forget the csv", "don't make
-    a json"): its negated mentions."""
-    normalised = text.replace("\u2019", "'").replace("\u2018", "'")
-    refused: list[RequestFormat] = []
-    for sentence in _sentences(normalised):
-        _requested_in(sentence, refused)
-    return frozenset(refused)
 
 
 def _sentences(text: str) -> list[str]:
@@ -392,9 +407,9 @@ def _adds(sentence: str, index: int, correction: tuple[int, int], mention: _Ment
     )
 
 
-def _requested_in(sentence: str, refused: list[RequestFormat] | None = None) -> list[_Mention]:
+def _requested_in(sentence: str, refused: list[RequestFormat]) -> list[_Mention]:
     """The sentence's mentions that request their format, in order; the formats of its
-    negated or cancelled mentions are appended to `refused` when given."""
+    negated or cancelled mentions are appended to `refused`."""
     mentions = _mentions(sentence)
     if not mentions:
         return []
@@ -413,8 +428,7 @@ def _requested_in(sentence: str, refused: list[RequestFormat] | None = None) -> 
         # the last nine words of the clause: the negation window and the word before it
         words = words_before(sentence, mention.start, _NEGATION_WINDOW + 1, _WORD, _CLAUSE_BREAK)
         if _is_negated(words, target):
-            if refused is not None:
-                refused.append(mention.format)
+            refused.append(mention.format)
             continue
         if not target and phrase is not None and _is_input(phrase):
             continue
