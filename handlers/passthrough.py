@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import cache, partial
 from typing import Final
 
 from handlers.context import words_before
@@ -201,7 +202,8 @@ def is_derived_request(
     reshaping). `names_data(words)`: whether the words name some of the turn's data; a cue
     of `_MAY_NAME_DATA` whose subject words do is no request for a computation."""
     normalised = text.replace("\u2019", "'")
-    raw = _asks_for_raw_rows(normalised)
+    # read only once a remark is met: most requests hold none
+    raw = cache(partial(_asks_for_raw_rows, normalised))
     for pattern in _DERIVED:
         for match in pattern.finditer(normalised):
             if not _asks_nothing(normalised, match, raw):
@@ -220,12 +222,12 @@ def is_derived_request(
     )
 
 
-def _asks_nothing(text: str, cue: re.Match[str], raw: bool) -> bool:
+def _asks_nothing(text: str, cue: re.Match[str], raw: Callable[[], bool]) -> bool:
     """Whether the cue is refused, is the user's own work, or, in a request for the raw
-    rows (`raw`), is a remark on output already shown: not a request."""
+    rows (`raw()`), is a remark on output already shown: not a request."""
     words = words_before(text, cue.start(), _OWN_WINDOW, _WORD, _CLAUSE_BREAK)
     return (
-        _is_negated(words) or _is_users_own(words) or (raw and _is_remark(words, text, cue.end()))
+        _is_negated(words) or _is_users_own(words) or (_is_remark(words, text, cue.end()) and raw())
     )
 
 
